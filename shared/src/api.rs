@@ -1,0 +1,253 @@
+//! Request and response bodies of the HTTP API under `/api/breakglass`.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::permissions::PermissionSet;
+use crate::session::{Mode, Session, SessionState, Tier, Verdict};
+use crate::validate::{self, DurationBounds, FieldError};
+
+/// Path prefix of every API route.
+pub const API_PREFIX: &str = "/api/breakglass";
+/// Header carrying the CSRF token on state-changing requests.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// Largest page a list returns.
+pub const MAX_PAGE: u32 = 200;
+/// Page size when none is asked.
+pub const DEFAULT_PAGE: u32 = 50;
+
+/// `POST /sessions`: ask for access to a pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct CreateSessionRequest {
+    /// Environment (cluster) name.
+    pub environment: String,
+    /// Namespace of the pod.
+    pub namespace: String,
+    /// Pod name.
+    pub pod: String,
+    /// `live` (ephemeral container) or `copy` (hardened copy).
+    pub mode: Mode,
+    /// Container whose processes the debug container may see (process access).
+    #[serde(default)]
+    pub target_container: Option<String>,
+    /// Why access is needed, 10 to 1000 characters.
+    pub reason: String,
+    /// Ticket or incident URL.
+    #[serde(default)]
+    pub ticket: Option<String>,
+    /// Requested minutes; the environment's default when absent.
+    #[serde(default)]
+    pub duration_minutes: Option<u32>,
+    /// Recycle the pod at the end if it is the last ready one (Ground only).
+    #[serde(default)]
+    pub recycle: bool,
+}
+
+impl CreateSessionRequest {
+    /// Checks every field against the shared rules; the first failure names its field.
+    pub fn validate(&self, bounds: &DurationBounds) -> Result<(), FieldError> {
+        if self.environment.trim().is_empty() {
+            return Err(FieldError::new("environment", "is required"));
+        }
+        validate::dns_label("namespace", &self.namespace)?;
+        validate::dns_subdomain("pod", &self.pod)?;
+        if let Some(c) = &self.target_container {
+            validate::dns_label("target_container", c)?;
+        }
+        validate::reason(&self.reason)?;
+        if let Some(t) = &self.ticket {
+            validate::ticket(t)?;
+        }
+        validate::duration(self.duration_minutes.unwrap_or(bounds.default_minutes), bounds)?;
+        Ok(())
+    }
+}
+
+/// `POST /sessions/{id}/deny`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct DenyRequest {
+    /// Why, shown to the requester.
+    pub reason: String,
+}
+
+/// `POST /sessions/{id}/review`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct ReviewRequest {
+    /// `ok` or `concern`.
+    pub verdict: Verdict,
+    /// Free text, up to 4000 characters.
+    #[serde(default)]
+    pub notes: String,
+}
+
+/// `GET /sessions` query.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::IntoParams))]
+pub struct ListQuery {
+    /// Only this environment.
+    pub environment: Option<String>,
+    /// Only this state.
+    pub state: Option<SessionState>,
+    /// Only this requester.
+    pub requester: Option<String>,
+    /// Only requests the caller may approve now.
+    #[serde(default)]
+    pub awaiting_me: Option<bool>,
+    /// Page size, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of sessions, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct SessionPage {
+    /// The sessions.
+    pub items: Vec<Session>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// One row of the append-only events table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct SessionEventRecord {
+    /// Sequence number.
+    pub id: i64,
+    /// The session.
+    pub session_id: Uuid,
+    /// Who caused it (`system` for the server).
+    pub actor: String,
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "server", schema(value_type = String, format = DateTime))]
+    pub at: OffsetDateTime,
+    /// State before (absent for the creation).
+    pub from_state: Option<SessionState>,
+    /// State after.
+    pub to_state: SessionState,
+    /// Event kind (`create`, `approve`, `progress`, ...).
+    pub kind: String,
+    /// Free-text detail.
+    pub detail: Option<String>,
+}
+
+/// `GET /sessions/{id}`: the session and its history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct SessionDetail {
+    /// The session.
+    pub session: Session,
+    /// Its events, oldest first.
+    pub events: Vec<SessionEventRecord>,
+    /// People who may approve it now (Flight, pending), for "waiting for approval".
+    pub approvers: Vec<String>,
+}
+
+/// A configured environment as the signed-in user sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct EnvironmentInfo {
+    /// Name.
+    pub name: String,
+    /// Tier.
+    pub tier: Tier,
+    /// What the caller may do there.
+    pub permissions: PermissionSet,
+    /// Duration bounds for requests there.
+    pub durations: DurationBounds,
+}
+
+/// The signed-in user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct UserInfo {
+    /// User name.
+    pub name: String,
+    /// Groups.
+    pub groups: Vec<String>,
+}
+
+/// `GET /whoami`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct WhoAmI {
+    /// The signed-in user, if any.
+    pub user: Option<UserInfo>,
+    /// Dev login is on: demo users, not for production.
+    pub dev_mode: bool,
+    /// Demo users to pick from when `dev_mode`.
+    pub dev_users: Vec<String>,
+    /// Environments and the caller's permissions there.
+    pub environments: Vec<EnvironmentInfo>,
+    /// Token to send in `x-csrf-token` on state-changing requests.
+    pub csrf_token: Option<String>,
+}
+
+/// `POST /auth/dev-login`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct DevLoginRequest {
+    /// One of the configured demo users.
+    pub user: String,
+}
+
+/// One message of the live event stream (`GET /events`, SSE event name `session`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct SessionChange {
+    /// The session as it is now.
+    pub session: Session,
+    /// The event kind that changed it.
+    pub kind: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good() -> CreateSessionRequest {
+        CreateSessionRequest {
+            environment: "prod".into(),
+            namespace: "shop".into(),
+            pod: "web-1".into(),
+            mode: Mode::Live,
+            target_container: Some("app".into()),
+            reason: "checking a stuck worker".into(),
+            ticket: Some("https://t.example/INC-1".into()),
+            duration_minutes: Some(30),
+            recycle: false,
+        }
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let b = DurationBounds::default();
+        assert_eq!(good().validate(&b), Ok(()));
+        let cases: Vec<(&str, Box<dyn Fn(&mut CreateSessionRequest)>)> = vec![
+            ("environment", Box::new(|r| r.environment = " ".into())),
+            ("namespace", Box::new(|r| r.namespace = "Shop".into())),
+            ("pod", Box::new(|r| r.pod = "".into())),
+            ("target_container", Box::new(|r| r.target_container = Some("a_b".into()))),
+            ("reason", Box::new(|r| r.reason = "short".into())),
+            ("ticket", Box::new(|r| r.ticket = Some("INC-1".into()))),
+            ("duration_minutes", Box::new(|r| r.duration_minutes = Some(600))),
+        ];
+        for (field, mutate) in cases {
+            let mut r = good();
+            mutate(&mut r);
+            assert_eq!(r.validate(&b).err().map(|e| e.field), Some(field));
+        }
+    }
+
+    #[test]
+    fn unknown_mode_is_refused_by_serde() {
+        let v = serde_json::json!({"environment":"p","namespace":"n","pod":"p","mode":"exec","reason":"0123456789"});
+        assert!(serde_json::from_value::<CreateSessionRequest>(v).is_err());
+    }
+}

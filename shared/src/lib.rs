@@ -1,0 +1,20 @@
+//! Types both the server and the browser app compile: the session model and its state machine,
+//! input validation, API request/response bodies, the one error body, terminal relay frames and
+//! asciicast records.
+//!
+//! Pure code: no clocks, no I/O, no randomness. Callers pass `now` and identifiers in, so every
+//! rule here is deterministic and testable without a runtime.
+
+pub mod api;
+pub mod error;
+pub mod permissions;
+pub mod recording;
+pub mod session;
+pub mod terminal;
+pub mod validate;
+
+pub use error::{ErrorBody, ErrorCode};
+pub use permissions::{Permission, PermissionSet};
+pub use session::{
+    Actor, EndReason, Mode, Session, SessionEvent, SessionState, Tier, TransitionError,
+};

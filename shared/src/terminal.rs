@@ -1,0 +1,181 @@
+//! Binary frames between the browser and the terminal relay.
+//!
+//! One WebSocket binary message is one frame: a tag byte, then the payload. Binary framing keeps
+//! JSON and per-byte work off the hot path; only the rare status frame carries JSON.
+
+use serde::{Deserialize, Serialize};
+
+use crate::session::SessionState;
+
+/// Largest frame either side may send, tag included.
+pub const MAX_FRAME: usize = 64 * 1024;
+
+/// Tag: terminal bytes (browser→server: keystrokes; server→browser: output).
+pub const TAG_DATA: u8 = 0x00;
+/// Tag: terminal size, `cols: u16 BE, rows: u16 BE`.
+pub const TAG_RESIZE: u8 = 0x01;
+/// Tag: keep-alive, no payload.
+pub const TAG_HEARTBEAT: u8 = 0x02;
+/// Tag: JSON [`Status`] (server→browser only).
+pub const TAG_STATUS: u8 = 0x03;
+
+/// WebSocket close codes the relay uses (4000-4999 are for applications).
+pub mod close {
+    /// The session ended (user, TTL, terminate); the reason text says which.
+    pub const SESSION_ENDED: u16 = 4000;
+    /// Only the requester may type; this connection is refused.
+    pub const NOT_REQUESTER: u16 = 4001;
+    /// Not signed in.
+    pub const UNAUTHENTICATED: u16 = 4002;
+    /// The session is not active.
+    pub const NOT_ACTIVE: u16 = 4003;
+    /// No such session.
+    pub const NOT_FOUND: u16 = 4004;
+    /// A malformed, oversized or unexpected frame.
+    pub const BAD_FRAME: u16 = 4008;
+    /// A newer connection of the requester took over this session's terminal.
+    pub const TAKEN_OVER: u16 = 4009;
+    /// The connection to the pod failed.
+    pub const RELAY_ERROR: u16 = 4010;
+}
+
+/// A status message from the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// The session's state.
+    pub state: SessionState,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+/// A decoded frame, borrowing its payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Terminal bytes.
+    Data(&'a [u8]),
+    /// New terminal size.
+    Resize {
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+    /// Keep-alive.
+    Heartbeat,
+    /// Server status.
+    Status(Status),
+}
+
+/// Why a frame could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// Empty message.
+    #[error("empty frame")]
+    Empty,
+    /// Larger than [`MAX_FRAME`].
+    #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    /// Unknown tag byte.
+    #[error("unknown frame tag {0:#04x}")]
+    UnknownTag(u8),
+    /// A resize that is not exactly four bytes, or has a zero dimension.
+    #[error("malformed resize frame")]
+    BadResize,
+    /// A status frame that is not valid JSON.
+    #[error("malformed status frame")]
+    BadStatus,
+}
+
+impl<'a> Frame<'a> {
+    /// Decodes one message.
+    pub fn decode(msg: &'a [u8]) -> Result<Frame<'a>, FrameError> {
+        if msg.len() > MAX_FRAME {
+            return Err(FrameError::TooLarge(msg.len()));
+        }
+        let (&tag, rest) = msg.split_first().ok_or(FrameError::Empty)?;
+        match tag {
+            TAG_DATA => Ok(Frame::Data(rest)),
+            TAG_RESIZE => match rest {
+                [c0, c1, r0, r1] => {
+                    let cols = u16::from_be_bytes([*c0, *c1]);
+                    let rows = u16::from_be_bytes([*r0, *r1]);
+                    if cols == 0 || rows == 0 {
+                        Err(FrameError::BadResize)
+                    } else {
+                        Ok(Frame::Resize { cols, rows })
+                    }
+                }
+                _ => Err(FrameError::BadResize),
+            },
+            TAG_HEARTBEAT if rest.is_empty() => Ok(Frame::Heartbeat),
+            TAG_HEARTBEAT => Err(FrameError::UnknownTag(tag)),
+            TAG_STATUS => serde_json::from_slice(rest)
+                .map(Frame::Status)
+                .map_err(|_| FrameError::BadStatus),
+            other => Err(FrameError::UnknownTag(other)),
+        }
+    }
+
+    /// Encodes into a new buffer.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Appends the encoding to `out`, so the relay can reuse one buffer.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        match self {
+            Frame::Data(d) => {
+                out.reserve(d.len() + 1);
+                out.push(TAG_DATA);
+                out.extend_from_slice(d);
+            }
+            Frame::Resize { cols, rows } => {
+                out.push(TAG_RESIZE);
+                out.extend_from_slice(&cols.to_be_bytes());
+                out.extend_from_slice(&rows.to_be_bytes());
+            }
+            Frame::Heartbeat => out.push(TAG_HEARTBEAT),
+            Frame::Status(s) => {
+                out.push(TAG_STATUS);
+                // A struct of a state and a string always serializes.
+                out.extend_from_slice(&serde_json::to_vec(s).unwrap_or_default());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let frames = [
+            Frame::Data(b"echo hi\r"),
+            Frame::Data(b""),
+            Frame::Resize { cols: 120, rows: 40 },
+            Frame::Heartbeat,
+            Frame::Status(Status {
+                state: SessionState::Ended,
+                message: "TTL".into(),
+            }),
+        ];
+        for f in frames {
+            let bytes = f.encode();
+            assert_eq!(Frame::decode(&bytes), Ok(f));
+        }
+    }
+
+    #[test]
+    fn refuses_bad_frames() {
+        assert_eq!(Frame::decode(&[]), Err(FrameError::Empty));
+        assert_eq!(Frame::decode(&[9]), Err(FrameError::UnknownTag(9)));
+        assert_eq!(Frame::decode(&[TAG_RESIZE, 0, 1]), Err(FrameError::BadResize));
+        assert_eq!(Frame::decode(&[TAG_RESIZE, 0, 0, 0, 5]), Err(FrameError::BadResize));
+        assert_eq!(Frame::decode(&[TAG_STATUS, b'{']), Err(FrameError::BadStatus));
+        let big = vec![TAG_DATA; MAX_FRAME + 1];
+        assert_eq!(Frame::decode(&big), Err(FrameError::TooLarge(MAX_FRAME + 1)));
+    }
+}
