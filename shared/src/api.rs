@@ -60,7 +60,10 @@ impl CreateSessionRequest {
         if let Some(t) = &self.ticket {
             validate::ticket(t)?;
         }
-        validate::duration(self.duration_minutes.unwrap_or(bounds.default_minutes), bounds)?;
+        validate::duration(
+            self.duration_minutes.unwrap_or(bounds.default_minutes),
+            bounds,
+        )?;
         Ok(())
     }
 }
@@ -229,14 +232,21 @@ mod tests {
     fn each_bad_field_is_named() {
         let b = DurationBounds::default();
         assert_eq!(good().validate(&b), Ok(()));
-        let cases: Vec<(&str, Box<dyn Fn(&mut CreateSessionRequest)>)> = vec![
+        type Mutate = Box<dyn Fn(&mut CreateSessionRequest)>;
+        let cases: Vec<(&str, Mutate)> = vec![
             ("environment", Box::new(|r| r.environment = " ".into())),
             ("namespace", Box::new(|r| r.namespace = "Shop".into())),
             ("pod", Box::new(|r| r.pod = "".into())),
-            ("target_container", Box::new(|r| r.target_container = Some("a_b".into()))),
+            (
+                "target_container",
+                Box::new(|r| r.target_container = Some("a_b".into())),
+            ),
             ("reason", Box::new(|r| r.reason = "short".into())),
             ("ticket", Box::new(|r| r.ticket = Some("INC-1".into()))),
-            ("duration_minutes", Box::new(|r| r.duration_minutes = Some(600))),
+            (
+                "duration_minutes",
+                Box::new(|r| r.duration_minutes = Some(600)),
+            ),
         ];
         for (field, mutate) in cases {
             let mut r = good();

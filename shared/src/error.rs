@@ -132,18 +132,25 @@ mod tests {
     #[test]
     fn mapping() {
         let b: ErrorBody = FieldError::new("reason", "is required").into();
-        assert_eq!((b.code, b.field.as_deref()), (ErrorCode::InvalidInput, Some("reason")));
+        assert_eq!(
+            (b.code, b.field.as_deref()),
+            (ErrorCode::InvalidInput, Some("reason"))
+        );
         assert_eq!(b.code.status(), 400);
         let b: ErrorBody = TransitionError::Final {
             state: SessionState::Ended,
         }
         .into();
-        assert_eq!((b.code, b.state), (ErrorCode::WrongState, Some(SessionState::Ended)));
+        assert_eq!(
+            (b.code, b.state),
+            (ErrorCode::WrongState, Some(SessionState::Ended))
+        );
         assert_eq!(b.code.status(), 409);
         let b: ErrorBody = TransitionError::MissingPermission(Permission::Approve).into();
         assert_eq!(b.code.status(), 403);
         assert!(b.message.contains("tower.breakglass.approve"));
-        let json = serde_json::to_string(&ErrorBody::new(ErrorCode::NotFound, "x")).unwrap_or_default();
+        let json =
+            serde_json::to_string(&ErrorBody::new(ErrorCode::NotFound, "x")).unwrap_or_default();
         assert_eq!(json, r#"{"code":"not_found","message":"x"}"#);
     }
 }

@@ -105,7 +105,10 @@ impl PermissionSet {
 
     /// The held permissions, in a stable order.
     pub fn list(&self) -> Vec<Permission> {
-        Permission::ALL.into_iter().filter(|p| self.has(*p)).collect()
+        Permission::ALL
+            .into_iter()
+            .filter(|p| self.has(*p))
+            .collect()
     }
 }
 

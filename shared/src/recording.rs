@@ -96,7 +96,10 @@ impl Header {
 
 /// Parses a whole cast.
 pub fn parse(text: &str) -> Result<(Header, Vec<Event>), CastError> {
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
     let (_, first) = lines.next().ok_or(CastError::Empty)?;
     let header: Header = serde_json::from_str(first).map_err(|e| CastError::BadLine {
         line: 1,
@@ -196,7 +199,10 @@ mod tests {
         let (h2, events) = parse(&text).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(h2, h);
         assert_eq!(events, vec![e, m]);
-        assert!(matches!(parse("{\"version\":2,\"width\":1,\"height\":1}\n[1,\"x\",\"\"]"), Err(CastError::BadLine { line: 2, .. })));
+        assert!(matches!(
+            parse("{\"version\":2,\"width\":1,\"height\":1}\n[1,\"x\",\"\"]"),
+            Err(CastError::BadLine { line: 2, .. })
+        ));
         assert_eq!(parse(""), Err(CastError::Empty));
     }
 

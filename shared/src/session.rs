@@ -714,7 +714,11 @@ impl Session {
     }
 
     /// Applies `event` at `now`: the next row (version + 1) or why not.
-    pub fn apply(&self, event: &SessionEvent, now: OffsetDateTime) -> Result<Session, TransitionError> {
+    pub fn apply(
+        &self,
+        event: &SessionEvent,
+        now: OffsetDateTime,
+    ) -> Result<Session, TransitionError> {
         use SessionState as S;
         if self.state.is_final() {
             return Err(TransitionError::Final { state: self.state });
@@ -980,21 +984,33 @@ mod tests {
     fn all_events() -> Vec<SessionEvent> {
         let approver = user("bob", PermissionSet::ALL);
         vec![
-            SessionEvent::Approve { by: approver.clone() },
+            SessionEvent::Approve {
+                by: approver.clone(),
+            },
             SessionEvent::Deny {
                 by: approver.clone(),
                 reason: "not now".into(),
             },
-            SessionEvent::BreakGlass { by: user("alice", PermissionSet::ALL) },
-            SessionEvent::End { by: user("alice", PermissionSet::NONE) },
+            SessionEvent::BreakGlass {
+                by: user("alice", PermissionSet::ALL),
+            },
+            SessionEvent::End {
+                by: user("alice", PermissionSet::NONE),
+            },
             SessionEvent::Terminate { by: approver },
-            SessionEvent::SystemEnd { reason: EndReason::TtlExpired },
+            SessionEvent::SystemEnd {
+                reason: EndReason::TtlExpired,
+            },
             SessionEvent::Expire,
             SessionEvent::BeginActivation,
             SessionEvent::Activated,
-            SessionEvent::ActivationFailed { error: "boom".into() },
+            SessionEvent::ActivationFailed {
+                error: "boom".into(),
+            },
             SessionEvent::CleanupDone,
-            SessionEvent::Progress(Progress::GrantCreated { name: "breakglass-x".into() }),
+            SessionEvent::Progress(Progress::GrantCreated {
+                name: "breakglass-x".into(),
+            }),
         ]
     }
 
@@ -1041,7 +1057,10 @@ mod tests {
                             }
                         }
                         (want, got) => {
-                            panic!("{tier:?} {state} {}: want {want:?}, got {got:?}", event.kind())
+                            panic!(
+                                "{tier:?} {state} {}: want {want:?}, got {got:?}",
+                                event.kind()
+                            )
                         }
                     }
                     checked += 1;
@@ -1065,7 +1084,12 @@ mod tests {
     fn requester_cannot_approve_own_request() {
         let s = session_in(SessionState::PendingApproval, Tier::Flight);
         let e = s
-            .apply(&SessionEvent::Approve { by: user("alice", PermissionSet::ALL) }, NOW)
+            .apply(
+                &SessionEvent::Approve {
+                    by: user("alice", PermissionSet::ALL),
+                },
+                NOW,
+            )
             .unwrap_err();
         assert_eq!(e, TransitionError::OwnRequest);
         assert!(e.is_forbidden());
@@ -1077,17 +1101,32 @@ mod tests {
         let mut only_request = PermissionSet::NONE;
         only_request.request = true;
         assert_eq!(
-            s.apply(&SessionEvent::Approve { by: user("carol", only_request) }, NOW),
+            s.apply(
+                &SessionEvent::Approve {
+                    by: user("carol", only_request)
+                },
+                NOW
+            ),
             Err(TransitionError::MissingPermission(Permission::Approve))
         );
         let mut approver = PermissionSet::NONE;
         approver.approve = true;
         assert_eq!(
-            s.apply(&SessionEvent::BreakGlass { by: user("alice", approver) }, NOW),
+            s.apply(
+                &SessionEvent::BreakGlass {
+                    by: user("alice", approver)
+                },
+                NOW
+            ),
             Err(TransitionError::MissingPermission(Permission::SelfApprove))
         );
         let next = s
-            .apply(&SessionEvent::BreakGlass { by: user("alice", PermissionSet::ALL) }, NOW)
+            .apply(
+                &SessionEvent::BreakGlass {
+                    by: user("alice", PermissionSet::ALL),
+                },
+                NOW,
+            )
             .unwrap();
         assert_eq!(next.glass_broken_by.as_deref(), Some("alice"));
         assert!(next.is_authorized_for_flight());
@@ -1097,20 +1136,41 @@ mod tests {
     fn only_the_requester_ends_and_terminate_needs_permission() {
         let s = session_in(SessionState::Active, Tier::Ground);
         assert!(matches!(
-            s.apply(&SessionEvent::End { by: user("bob", PermissionSet::ALL) }, NOW),
+            s.apply(
+                &SessionEvent::End {
+                    by: user("bob", PermissionSet::ALL)
+                },
+                NOW
+            ),
             Err(TransitionError::NotRequester { .. })
         ));
         assert_eq!(
-            s.apply(&SessionEvent::Terminate { by: user("bob", PermissionSet::NONE) }, NOW),
+            s.apply(
+                &SessionEvent::Terminate {
+                    by: user("bob", PermissionSet::NONE)
+                },
+                NOW
+            ),
             Err(TransitionError::MissingPermission(Permission::Terminate))
         );
         let next = s
-            .apply(&SessionEvent::Terminate { by: user("bob", PermissionSet::ALL) }, NOW)
+            .apply(
+                &SessionEvent::Terminate {
+                    by: user("bob", PermissionSet::ALL),
+                },
+                NOW,
+            )
             .unwrap();
-        assert_eq!(next.end_reason, Some(EndReason::Terminated { by: "bob".into() }));
+        assert_eq!(
+            next.end_reason,
+            Some(EndReason::Terminated { by: "bob".into() })
+        );
         let done = next.apply(&SessionEvent::CleanupDone, NOW).unwrap();
         assert_eq!(done.state, SessionState::Ended);
-        assert_eq!(done.end_reason, Some(EndReason::Terminated { by: "bob".into() }));
+        assert_eq!(
+            done.end_reason,
+            Some(EndReason::Terminated { by: "bob".into() })
+        );
     }
 
     #[test]
@@ -1122,7 +1182,12 @@ mod tests {
         ));
         let a = session_in(SessionState::Active, Tier::Flight);
         assert!(matches!(
-            a.apply(&SessionEvent::SystemEnd { reason: EndReason::UserEnded }, NOW),
+            a.apply(
+                &SessionEvent::SystemEnd {
+                    reason: EndReason::UserEnded
+                },
+                NOW
+            ),
             Err(TransitionError::WrongActor { .. })
         ));
     }
@@ -1150,7 +1215,9 @@ mod tests {
             s.review("bob", &PermissionSet::NONE, Verdict::Ok, "", NOW),
             Err(ReviewError::MissingPermission(Permission::Approve))
         );
-        let r = s.review("bob", &PermissionSet::ALL, Verdict::Concern, "odd", NOW).unwrap();
+        let r = s
+            .review("bob", &PermissionSet::ALL, Verdict::Concern, "odd", NOW)
+            .unwrap();
         assert!(!r.review_due());
         assert!(matches!(
             r.review("carol", &PermissionSet::ALL, Verdict::Ok, "", NOW),
@@ -1185,8 +1252,11 @@ mod tests {
     fn arb_actor() -> impl Strategy<Value = Actor> {
         prop_oneof![
             Just(Actor::System),
-            (prop::sample::select(vec!["alice", "bob", "carol"]), any::<[bool; 4]>()).prop_map(
-                |(n, p)| Actor::User {
+            (
+                prop::sample::select(vec!["alice", "bob", "carol"]),
+                any::<[bool; 4]>()
+            )
+                .prop_map(|(n, p)| Actor::User {
                     name: n.into(),
                     permissions: PermissionSet {
                         request: p[0],
@@ -1194,19 +1264,23 @@ mod tests {
                         terminate: p[2],
                         self_approve: p[3],
                     },
-                }
-            ),
+                }),
         ]
     }
 
     fn arb_event() -> impl Strategy<Value = SessionEvent> {
         prop_oneof![
             arb_actor().prop_map(|by| SessionEvent::Approve { by }),
-            arb_actor().prop_map(|by| SessionEvent::Deny { by, reason: "no".into() }),
+            arb_actor().prop_map(|by| SessionEvent::Deny {
+                by,
+                reason: "no".into()
+            }),
             arb_actor().prop_map(|by| SessionEvent::BreakGlass { by }),
             arb_actor().prop_map(|by| SessionEvent::End { by }),
             arb_actor().prop_map(|by| SessionEvent::Terminate { by }),
-            Just(SessionEvent::SystemEnd { reason: EndReason::PodGone }),
+            Just(SessionEvent::SystemEnd {
+                reason: EndReason::PodGone
+            }),
             Just(SessionEvent::Expire),
             Just(SessionEvent::BeginActivation),
             Just(SessionEvent::Activated),
@@ -1226,13 +1300,10 @@ mod tests {
             let mut s = Session::new_request(Uuid::from_u128(9), req(tier), NOW);
             for e in &events {
                 let before = s.clone();
-                match s.apply(e, NOW) {
-                    Ok(next) => {
-                        prop_assert!(!before.state.is_final(), "left final state {}", before.state);
-                        prop_assert_eq!(next.version, before.version + 1);
-                        s = next;
-                    }
-                    Err(_) => {}
+                if let Ok(next) = s.apply(e, NOW) {
+                    prop_assert!(!before.state.is_final(), "left final state {}", before.state);
+                    prop_assert_eq!(next.version, before.version + 1);
+                    s = next;
                 }
                 let past_approval = matches!(
                     s.state,

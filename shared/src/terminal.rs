@@ -155,7 +155,10 @@ mod tests {
         let frames = [
             Frame::Data(b"echo hi\r"),
             Frame::Data(b""),
-            Frame::Resize { cols: 120, rows: 40 },
+            Frame::Resize {
+                cols: 120,
+                rows: 40,
+            },
             Frame::Heartbeat,
             Frame::Status(Status {
                 state: SessionState::Ended,
@@ -172,10 +175,22 @@ mod tests {
     fn refuses_bad_frames() {
         assert_eq!(Frame::decode(&[]), Err(FrameError::Empty));
         assert_eq!(Frame::decode(&[9]), Err(FrameError::UnknownTag(9)));
-        assert_eq!(Frame::decode(&[TAG_RESIZE, 0, 1]), Err(FrameError::BadResize));
-        assert_eq!(Frame::decode(&[TAG_RESIZE, 0, 0, 0, 5]), Err(FrameError::BadResize));
-        assert_eq!(Frame::decode(&[TAG_STATUS, b'{']), Err(FrameError::BadStatus));
+        assert_eq!(
+            Frame::decode(&[TAG_RESIZE, 0, 1]),
+            Err(FrameError::BadResize)
+        );
+        assert_eq!(
+            Frame::decode(&[TAG_RESIZE, 0, 0, 0, 5]),
+            Err(FrameError::BadResize)
+        );
+        assert_eq!(
+            Frame::decode(&[TAG_STATUS, b'{']),
+            Err(FrameError::BadStatus)
+        );
         let big = vec![TAG_DATA; MAX_FRAME + 1];
-        assert_eq!(Frame::decode(&big), Err(FrameError::TooLarge(MAX_FRAME + 1)));
+        assert_eq!(
+            Frame::decode(&big),
+            Err(FrameError::TooLarge(MAX_FRAME + 1))
+        );
     }
 }

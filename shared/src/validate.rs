@@ -107,7 +107,9 @@ pub fn reason(value: &str) -> Result<(), FieldError> {
     if n < REASON_MIN {
         return Err(FieldError::new(
             "reason",
-            format!("must be at least {REASON_MIN} characters: say what you need to look at and why"),
+            format!(
+                "must be at least {REASON_MIN} characters: say what you need to look at and why"
+            ),
         ));
     }
     if n > REASON_MAX {
@@ -116,8 +118,14 @@ pub fn reason(value: &str) -> Result<(), FieldError> {
             format!("must be at most {REASON_MAX} characters (it has {n})"),
         ));
     }
-    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return Err(FieldError::new("reason", "must not contain control characters"));
+    if value
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return Err(FieldError::new(
+            "reason",
+            "must not contain control characters",
+        ));
     }
     Ok(())
 }
@@ -131,7 +139,12 @@ pub fn ticket(value: &str) -> Result<(), FieldError> {
         ));
     }
     match url::Url::parse(value) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty()) => Ok(()),
+        Ok(u)
+            if matches!(u.scheme(), "http" | "https")
+                && u.host_str().is_some_and(|h| !h.is_empty()) =>
+        {
+            Ok(())
+        }
         _ => Err(FieldError::new(
             "ticket",
             "must be an http:// or https:// link, e.g. https://tracker.example.com/INC-42",
@@ -195,9 +208,16 @@ mod tests {
     #[test]
     fn reasons() {
         assert!(reason("too short").is_err());
-        assert!(reason("          x         ").is_err(), "padding does not count");
+        assert!(
+            reason("          x         ").is_err(),
+            "padding does not count"
+        );
         assert_eq!(reason("debugging a stuck worker"), Ok(()));
-        assert_eq!(reason(&"é".repeat(1000)), Ok(()), "counted in characters, not bytes");
+        assert_eq!(
+            reason(&"é".repeat(1000)),
+            Ok(()),
+            "counted in characters, not bytes"
+        );
         assert!(reason(&"x".repeat(1001)).is_err());
         assert!(reason("bad \u{1b}[31m escape").is_err());
     }

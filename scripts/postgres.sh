@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# PostgreSQL for the tests: installs Debian's server when missing, then starts a private
+# cluster on 127.0.0.1 (idempotent). Prints the admin URL the tests use.
+#   scripts/postgres.sh start   -> prints BREAKGLASS_TEST_POSTGRES_URL=...
+#   scripts/postgres.sh stop
+set -euo pipefail
+CACHE=${BREAKGLASS_CACHE:-/var/cache/breakglass}
+DIR=${BREAKGLASS_PG_DIR:-$CACHE/postgres}
+PORT=${BREAKGLASS_PG_PORT:-55432}
+cmd=${1:-start}
+
+pg_bin() {
+  local d
+  for d in /usr/lib/postgresql/*/bin; do
+    [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
+if ! BIN=$(pg_bin); then
+  echo "installing PostgreSQL (Debian package)..." >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq postgresql >&2
+  BIN=$(pg_bin) || { echo "error: PostgreSQL install did not provide initdb" >&2; exit 1; }
+fi
+
+# initdb and postgres refuse to run as root: use the postgres system user when we are root.
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --home-dir "$DIR" --shell /bin/sh postgres
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+case "$cmd" in
+  start)
+    mkdir -p "$DIR"
+    [ "$(id -u)" = 0 ] && { id postgres >/dev/null 2>&1 || useradd --system --home-dir "$DIR" --shell /bin/sh postgres; chown postgres "$DIR"; }
+    if [ ! -f "$DIR/data/PG_VERSION" ]; then
+      as_pg "$BIN/initdb" -D "$DIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
+    fi
+    if ! as_pg "$BIN/pg_ctl" -D "$DIR/data" status >/dev/null 2>&1; then
+      as_pg "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
+        -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$DIR -c max_connections=300 -c fsync=off" start >/dev/null
+    fi
+    for _ in $(seq 1 60); do
+      "$BIN/pg_isready" -h 127.0.0.1 -p "$PORT" -q && break
+      sleep 0.5
+    done
+    "$BIN/pg_isready" -h 127.0.0.1 -p "$PORT" -q || { echo "error: PostgreSQL did not start; see $DIR/server.log" >&2; exit 1; }
+    echo "BREAKGLASS_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PORT/postgres"
+    ;;
+  stop)
+    as_pg "$BIN/pg_ctl" -D "$DIR/data" -m fast stop >/dev/null 2>&1 || true
+    ;;
+  *)
+    echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac

@@ -1,0 +1,253 @@
+//! Who is calling: the dev login's signed cookie, or a trusted auth proxy's headers. An OIDC
+//! login (a later addition) plugs in as one more [`Source`] that sets the same cookie.
+//!
+//! CSRF: every state-changing request must carry `x-csrf-token`, a MAC of the user and their
+//! login nonce under the server key, which only same-origin script can read (from `whoami`);
+//! cookies are also `SameSite=Strict`, and a present `Origin` must be our own.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, Method};
+use axum_extra::extract::cookie::{Cookie, SameSite, SignedCookieJar};
+use breakglass_shared::api::CSRF_HEADER;
+use breakglass_shared::{ErrorCode, PermissionSet};
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub mod dev;
+
+/// Name of the session cookie.
+pub const SESSION_COOKIE: &str = "breakglass_session";
+/// Proxy header carrying the user name.
+pub const PROXY_USER: &str = "x-auth-request-user";
+/// Proxy header carrying comma-separated groups.
+pub const PROXY_GROUPS: &str = "x-auth-request-groups";
+
+/// How the caller was identified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The dev login's cookie.
+    DevCookie,
+    /// A trusted auth proxy's headers.
+    Proxy,
+}
+
+/// What the session cookie holds (signed, so the client cannot change it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CookieClaims {
+    /// User name.
+    pub user: String,
+    /// Groups.
+    pub groups: Vec<String>,
+    /// Random per login, so each login gets its own CSRF token.
+    pub nonce: String,
+    /// Unix seconds after which the cookie is refused.
+    pub exp: i64,
+}
+
+/// The signed-in caller. As an extractor it answers 401 when nobody is signed in, and checks
+/// CSRF on every state-changing method.
+#[derive(Debug, Clone)]
+pub struct CurrentUser {
+    /// User name.
+    pub name: String,
+    /// Groups.
+    pub groups: Vec<String>,
+    /// The CSRF token this caller must send.
+    pub csrf_token: String,
+    /// How they were identified.
+    pub source: Source,
+}
+
+impl CurrentUser {
+    /// Permissions in environment `env` (none for an unknown environment).
+    pub fn permissions(&self, state: &AppState, env: &str) -> PermissionSet {
+        state
+            .config
+            .environment(env)
+            .map(|e| e.permissions_of(&self.name, &self.groups))
+            .unwrap_or(PermissionSet::NONE)
+    }
+
+    /// Environments where the caller holds any permission (so may see their sessions).
+    pub fn visible_environments(&self, state: &AppState) -> Vec<String> {
+        state
+            .config
+            .environments
+            .iter()
+            .filter(|e| e.permissions_of(&self.name, &self.groups) != PermissionSet::NONE)
+            .map(|e| e.name.clone())
+            .collect()
+    }
+}
+
+/// The caller if signed in; never fails (for `whoami`).
+#[derive(Debug, Clone)]
+pub struct MaybeUser(pub Option<CurrentUser>);
+
+/// MAC of the user and nonce under the server key.
+pub fn csrf_token(state: &AppState, user: &str, nonce: &str) -> String {
+    let mut mac = match <Hmac<Sha256> as Mac>::new_from_slice(state.key.signing()) {
+        Ok(m) => m,
+        Err(_) => unreachable!("HMAC accepts keys of any length"),
+    };
+    mac.update(b"csrf\0");
+    mac.update(user.as_bytes());
+    mac.update(b"\0");
+    mac.update(nonce.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+fn peer_is_trusted(state: &AppState, parts: &Parts) -> bool {
+    let Some(ConnectInfo(addr)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() else {
+        return false;
+    };
+    state
+        .config
+        .trusted_proxies
+        .iter()
+        .any(|net| net.contains(&addr.ip()))
+}
+
+/// Identifies the caller without checking CSRF.
+pub fn identify(state: &AppState, parts: &Parts) -> Option<CurrentUser> {
+    if peer_is_trusted(state, parts) {
+        if let Some(user) = parts
+            .headers
+            .get(PROXY_USER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+        {
+            let groups = parts
+                .headers
+                .get(PROXY_GROUPS)
+                .and_then(|v| v.to_str().ok())
+                .map(|g| {
+                    g.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default();
+            return Some(CurrentUser {
+                name: user.to_string(),
+                groups,
+                csrf_token: csrf_token(state, user, ""),
+                source: Source::Proxy,
+            });
+        }
+    }
+    let jar = SignedCookieJar::from_headers(&parts.headers, state.key.clone());
+    let claims: CookieClaims = serde_json::from_str(jar.get(SESSION_COOKIE)?.value()).ok()?;
+    if claims.exp < time::OffsetDateTime::now_utc().unix_timestamp() {
+        return None;
+    }
+    // A demo user is only honoured while the dev login is on and still lists them.
+    let dev_user = state
+        .config
+        .dev_users
+        .iter()
+        .find(|u| u.name == claims.user);
+    if !state.config.dev_login || dev_user.is_none() {
+        return None;
+    }
+    Some(CurrentUser {
+        csrf_token: csrf_token(state, &claims.user, &claims.nonce),
+        name: claims.user,
+        groups: claims.groups,
+        source: Source::DevCookie,
+    })
+}
+
+/// Refuses a request whose `Origin` is present and not ours.
+pub fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let origin = origin.to_str().unwrap_or_default();
+    let ok = match &state.config.public_url {
+        Some(p) => origin == p.origin,
+        None => {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default();
+            !host.is_empty()
+                && (origin == format!("http://{host}") || origin == format!("https://{host}"))
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::CsrfFailed,
+            format!(
+                "requests from origin {origin} are not accepted; use the break-glass page itself"
+            ),
+        ))
+    }
+}
+
+fn is_state_changing(m: &Method) -> bool {
+    !matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+impl FromRequestParts<AppState> for CurrentUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let user = identify(state, parts).ok_or_else(ApiError::unauthenticated)?;
+        if is_state_changing(&parts.method) {
+            check_origin(state, &parts.headers)?;
+            let sent = parts
+                .headers
+                .get(CSRF_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            if !constant_time_eq(sent.as_bytes(), user.csrf_token.as_bytes()) {
+                return Err(ApiError::new(
+                    ErrorCode::CsrfFailed,
+                    format!("missing or wrong {CSRF_HEADER} header; reload the page and try again"),
+                ));
+            }
+        }
+        Ok(user)
+    }
+}
+
+impl FromRequestParts<AppState> for MaybeUser {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(MaybeUser(identify(state, parts)))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Builds the session cookie for `claims`.
+pub fn session_cookie(state: &AppState, claims: &CookieClaims) -> Cookie<'static> {
+    let secure = state.config.public_url.as_ref().is_some_and(|p| p.secure);
+    Cookie::build((
+        SESSION_COOKIE,
+        serde_json::to_string(claims).unwrap_or_default(),
+    ))
+    .http_only(true)
+    .same_site(SameSite::Strict)
+    .secure(secure)
+    .path("/")
+    .build()
+}

@@ -1,0 +1,199 @@
+//! HTTP surface: the router and the small routes (whoami, environments, health, metrics,
+//! OpenAPI). One module per noun below it.
+
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use breakglass_shared::api::{EnvironmentInfo, UserInfo, WhoAmI};
+use breakglass_shared::ErrorBody;
+use tower_http::services::{ServeDir, ServeFile};
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+
+use crate::auth::{self, CurrentUser, MaybeUser};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub mod events;
+pub mod extract;
+pub mod sessions;
+
+/// The OpenAPI document of the whole API.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Break-glass API",
+        description = "Time-boxed, recorded debug access to Kubernetes pods."
+    ),
+    paths(
+        whoami,
+        environments,
+        auth::dev::login,
+        auth::dev::logout,
+        sessions::create,
+        sessions::list,
+        sessions::get,
+        sessions::approve,
+        sessions::deny,
+        sessions::break_glass,
+        sessions::end,
+        sessions::terminate,
+        sessions::review,
+        events::stream,
+    ),
+    components(schemas(breakglass_shared::api::SessionEventRecord))
+)]
+pub struct ApiDoc;
+
+/// The whole router: the API, health and metrics, and the built frontend.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/whoami", get(whoami))
+        .route("/environments", get(environments))
+        .route("/auth/dev-login", post(auth::dev::login))
+        .route("/auth/logout", post(auth::dev::logout))
+        .route("/sessions", post(sessions::create).get(sessions::list))
+        .route("/sessions/{id}", get(sessions::get))
+        .route("/sessions/{id}/approve", post(sessions::approve))
+        .route("/sessions/{id}/deny", post(sessions::deny))
+        .route("/sessions/{id}/break-glass", post(sessions::break_glass))
+        .route("/sessions/{id}/end", post(sessions::end))
+        .route("/sessions/{id}/terminate", post(sessions::terminate))
+        .route("/sessions/{id}/review", post(sessions::review))
+        .route("/events", get(events::stream))
+        .route("/openapi.json", get(openapi))
+        .fallback(api_not_found);
+    let index = state.config.static_dir.join("index.html");
+    let frontend = ServeDir::new(&state.config.static_dir).fallback(ServeFile::new(index));
+    Router::new()
+        .nest(breakglass_shared::api::API_PREFIX, api)
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback_service(frontend)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_requests,
+        ))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn count_requests(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    // Label by surface, not by path: paths carry session ids and would explode cardinality.
+    let path = req.uri().path();
+    let surface = if path.starts_with("/api/") {
+        "api"
+    } else if matches!(path, "/healthz" | "/readyz" | "/metrics") {
+        "ops"
+    } else {
+        "frontend"
+    };
+    let res = next.run(req).await;
+    state
+        .metrics
+        .requests
+        .with_label_values(&[method.as_str(), surface, res.status().as_str()])
+        .inc();
+    res
+}
+
+async fn api_not_found() -> ApiError {
+    ApiError::not_found("no such API route; see /api/breakglass/openapi.json")
+}
+
+/// What the UI needs to know about the caller.
+pub fn whoami_for(state: &AppState, user: Option<&CurrentUser>) -> WhoAmI {
+    WhoAmI {
+        user: user.map(|u| UserInfo {
+            name: u.name.clone(),
+            groups: u.groups.clone(),
+        }),
+        dev_mode: state.config.dev_login,
+        dev_users: if state.config.dev_login {
+            state
+                .config
+                .dev_users
+                .iter()
+                .map(|u| u.name.clone())
+                .collect()
+        } else {
+            vec![]
+        },
+        environments: user.map(|u| environments_for(state, u)).unwrap_or_default(),
+        csrf_token: user.map(|u| u.csrf_token.clone()),
+    }
+}
+
+fn environments_for(state: &AppState, user: &CurrentUser) -> Vec<EnvironmentInfo> {
+    state
+        .config
+        .environments
+        .iter()
+        .map(|e| EnvironmentInfo {
+            name: e.name.clone(),
+            tier: e.tier,
+            permissions: e.permissions_of(&user.name, &user.groups),
+            durations: state.config.durations.for_tier(e.tier),
+        })
+        .filter(|e| e.permissions != breakglass_shared::PermissionSet::NONE)
+        .collect()
+}
+
+/// The caller, the dev-mode flag, their environments and CSRF token. Never 401.
+#[utoipa::path(get, path = "/api/breakglass/whoami", tag = "auth",
+    responses((status = 200, description = "Who you are", body = WhoAmI)))]
+pub async fn whoami(State(state): State<AppState>, MaybeUser(user): MaybeUser) -> Json<WhoAmI> {
+    Json(whoami_for(&state, user.as_ref()))
+}
+
+/// Environments where the caller holds any permission.
+#[utoipa::path(get, path = "/api/breakglass/environments", tag = "environments",
+    responses(
+        (status = 200, description = "Environments", body = Vec<EnvironmentInfo>),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+    ))]
+pub async fn environments(
+    State(state): State<AppState>,
+    user: CurrentUser,
+) -> Json<Vec<EnvironmentInfo>> {
+    Json(environments_for(&state, &user))
+}
+
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    match tokio::time::timeout(Duration::from_secs(3), state.store.ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready").into_response(),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: database unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable").into_response()
+        }
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database did not answer in 3 s",
+        )
+            .into_response(),
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let mut buf = String::new();
+    let families = state.metrics.registry.gather();
+    match prometheus::TextEncoder::new().encode_utf8(&families, &mut buf) {
+        Ok(()) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], buf).into_response(),
+        Err(e) => ApiError::internal(e).into_response(),
+    }
+}

@@ -1,0 +1,340 @@
+//! `/sessions`: create, list, get, and every person-made change.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use breakglass_shared::api::{
+    CreateSessionRequest, DenyRequest, ListQuery, ReviewRequest, SessionDetail, SessionPage,
+    DEFAULT_PAGE, MAX_PAGE,
+};
+use breakglass_shared::session::NewSession;
+use breakglass_shared::validate;
+use breakglass_shared::{
+    Actor, ErrorBody, PermissionSet, Session, SessionEvent, SessionState, Tier,
+};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::auth::CurrentUser;
+use crate::error::ApiError;
+use crate::http::extract::{ApiJson, ApiQuery, SessionId};
+use crate::lifecycle;
+use crate::state::AppState;
+use crate::store::{EventDraft, ListFilter};
+
+fn actor(user: &CurrentUser, permissions: PermissionSet) -> Actor {
+    Actor::User {
+        name: user.name.clone(),
+        permissions,
+    }
+}
+
+/// Reads a session the caller may see; others' environments answer 404, as if it did not exist.
+async fn visible(state: &AppState, user: &CurrentUser, id: Uuid) -> Result<Session, ApiError> {
+    let s = state
+        .store
+        .get(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
+    if user.permissions(state, &s.environment) == PermissionSet::NONE {
+        return Err(ApiError::not_found(format!("no session {id}")));
+    }
+    Ok(s)
+}
+
+/// Create a request. Ground requests are approved at once; Flight ones wait for a second person.
+#[utoipa::path(post, path = "/api/breakglass/sessions", tag = "sessions",
+    request_body = CreateSessionRequest,
+    responses(
+        (status = 201, description = "Created", body = Session),
+        (status = 400, description = "A field is invalid; `field` names it", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "No request permission there, or CSRF", body = ErrorBody),
+    ))]
+pub async fn create(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    ApiJson(req): ApiJson<CreateSessionRequest>,
+) -> Result<(StatusCode, Json<Session>), ApiError> {
+    let env = state.config.environment(&req.environment).ok_or_else(|| {
+        ApiError::invalid(
+            "environment",
+            format!("unknown environment `{}`", req.environment),
+        )
+    })?;
+    if !env.permissions_of(&user.name, &user.groups).request {
+        return Err(ApiError::forbidden(format!(
+            "you need the tower.breakglass.request permission in {}",
+            env.name
+        )));
+    }
+    let bounds = state.config.durations.for_tier(env.tier);
+    req.validate(&bounds)?;
+    if req.recycle && env.tier == Tier::Flight {
+        return Err(ApiError::invalid(
+            "recycle",
+            "pods are never recycled on a Flight environment; untick recycle",
+        ));
+    }
+    let new = NewSession {
+        environment: env.name.clone(),
+        tier: env.tier,
+        namespace: req.namespace,
+        pod: req.pod,
+        target_container: req.target_container,
+        mode: req.mode,
+        reason: req.reason.trim().to_string(),
+        ticket: req.ticket,
+        duration_minutes: req.duration_minutes.unwrap_or(bounds.default_minutes),
+        recycle: req.recycle,
+        requester: user.name.clone(),
+    };
+    let s = lifecycle::create(&state.0, new, OffsetDateTime::now_utc()).await?;
+    Ok((StatusCode::CREATED, Json(s)))
+}
+
+/// List sessions the caller may see, newest first.
+#[utoipa::path(get, path = "/api/breakglass/sessions", tag = "sessions",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of sessions", body = SessionPage),
+        (status = 400, description = "A parameter is invalid; `field` names it", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<SessionPage>, ApiError> {
+    let limit = q.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("limit: must be between 1 and {MAX_PAGE}"),
+        ));
+    }
+    let before = match &q.cursor {
+        Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
+            ApiError::invalid(
+                "cursor",
+                "cursor: pass the next_cursor of the previous page",
+            )
+        })?),
+        None => None,
+    };
+    let mut filter = ListFilter {
+        environment: q.environment.clone(),
+        state: q.state,
+        requester: q.requester.clone(),
+        environments_in: Some(user.visible_environments(&state)),
+        requester_not: None,
+        before,
+        limit: limit + 1,
+    };
+    if q.awaiting_me == Some(true) {
+        if q.state.is_some_and(|s| s != SessionState::PendingApproval) {
+            return Ok(Json(SessionPage {
+                items: vec![],
+                next_cursor: None,
+            }));
+        }
+        filter.state = Some(SessionState::PendingApproval);
+        filter.requester_not = Some(user.name.clone());
+        filter.environments_in = Some(
+            state
+                .config
+                .environments
+                .iter()
+                .filter(|e| e.permissions_of(&user.name, &user.groups).approve)
+                .map(|e| e.name.clone())
+                .collect(),
+        );
+    }
+    let mut items = state.store.list(&filter).await?;
+    let next_cursor = if items.len() > limit as usize {
+        items.truncate(limit as usize);
+        items.last().map(|s| s.id.to_string())
+    } else {
+        None
+    };
+    Ok(Json(SessionPage { items, next_cursor }))
+}
+
+/// One session with its events and, while it waits, who may approve it.
+#[utoipa::path(get, path = "/api/breakglass/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "Session id (UUID)")),
+    responses(
+        (status = 200, description = "The session", body = SessionDetail),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 404, description = "No such session (or not visible to you)", body = ErrorBody),
+    ))]
+pub async fn get(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    SessionId(id): SessionId,
+) -> Result<Json<SessionDetail>, ApiError> {
+    let session = visible(&state, &user, id).await?;
+    let events = state.store.events(id).await?;
+    let approvers = if session.state == SessionState::PendingApproval {
+        approvers_of(&state, &session)
+    } else {
+        vec![]
+    };
+    Ok(Json(SessionDetail {
+        session,
+        events,
+        approvers,
+    }))
+}
+
+/// Who may approve `s`: configured users and groups holding `approve`, minus the requester.
+fn approvers_of(state: &AppState, s: &Session) -> Vec<String> {
+    let Some(env) = state.config.environment(&s.environment) else {
+        return vec![];
+    };
+    let Some(h) = env.permissions.get(&breakglass_shared::Permission::Approve) else {
+        return vec![];
+    };
+    let mut out: Vec<String> = h
+        .users
+        .iter()
+        .filter(|u| **u != s.requester)
+        .cloned()
+        .collect();
+    // Demo users are known by name, so list them rather than their groups.
+    for u in &state.config.dev_users {
+        if state.config.dev_login
+            && u.name != s.requester
+            && u.groups.iter().any(|g| h.groups.contains(g))
+            && !out.contains(&u.name)
+        {
+            out.push(u.name.clone());
+        }
+    }
+    out.extend(h.groups.iter().map(|g| format!("group {g}")));
+    out
+}
+
+/// Shared body of the person-made transitions.
+async fn transition(
+    state: &AppState,
+    user: &CurrentUser,
+    id: Uuid,
+    make: impl Fn(Actor) -> SessionEvent + Send + Sync,
+) -> Result<Json<Session>, ApiError> {
+    let s = visible(state, user, id).await?;
+    let perms = user.permissions(state, &s.environment);
+    let a = actor(user, perms);
+    let next = lifecycle::apply(&state.0, id, |_| Ok(make(a.clone()))).await?;
+    Ok(Json(next))
+}
+
+macro_rules! transition_doc {
+    ($name:ident, $path:literal, $summary:literal) => {
+        #[doc = $summary]
+        #[utoipa::path(post, path = $path, tag = "sessions",
+            params(("id" = String, Path, description = "Session id (UUID)")),
+            responses(
+                (status = 200, description = "The session after the change", body = Session),
+                (status = 401, description = "Not signed in", body = ErrorBody),
+                (status = 403, description = "Not allowed for you (or CSRF)", body = ErrorBody),
+                (status = 404, description = "No such session", body = ErrorBody),
+                (status = 409, description = "Wrong state (`state` names it) or a lost race", body = ErrorBody),
+            ))]
+        pub async fn $name(
+            State(state): State<AppState>,
+            user: CurrentUser,
+            SessionId(id): SessionId,
+        ) -> Result<Json<Session>, ApiError> {
+            transition(&state, &user, id, |by| transition_doc!(@event $name, by)).await
+        }
+    };
+    (@event approve, $by:ident) => { SessionEvent::Approve { by: $by } };
+    (@event break_glass, $by:ident) => { SessionEvent::BreakGlass { by: $by } };
+    (@event end, $by:ident) => { SessionEvent::End { by: $by } };
+    (@event terminate, $by:ident) => { SessionEvent::Terminate { by: $by } };
+}
+
+transition_doc!(
+    approve,
+    "/api/breakglass/sessions/{id}/approve",
+    "Approve someone else's Flight request (needs `approve`)."
+);
+transition_doc!(
+    break_glass,
+    "/api/breakglass/sessions/{id}/break-glass",
+    "Activate a Flight request without a second person (needs `self`)."
+);
+transition_doc!(
+    end,
+    "/api/breakglass/sessions/{id}/end",
+    "End (or, before activation, withdraw) your own session."
+);
+transition_doc!(
+    terminate,
+    "/api/breakglass/sessions/{id}/terminate",
+    "End anyone's session (needs `terminate`)."
+);
+
+/// Deny someone else's Flight request, with a reason for the requester.
+#[utoipa::path(post, path = "/api/breakglass/sessions/{id}/deny", tag = "sessions",
+    params(("id" = String, Path, description = "Session id (UUID)")),
+    request_body = DenyRequest,
+    responses(
+        (status = 200, description = "Denied", body = Session),
+        (status = 400, description = "Missing reason", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not allowed for you (or CSRF)", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "Wrong state or a lost race", body = ErrorBody),
+    ))]
+pub async fn deny(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    SessionId(id): SessionId,
+    ApiJson(req): ApiJson<DenyRequest>,
+) -> Result<Json<Session>, ApiError> {
+    validate::note("reason", &req.reason, true)?;
+    let reason = req.reason.trim().to_string();
+    transition(&state, &user, id, |by| SessionEvent::Deny {
+        by,
+        reason: reason.clone(),
+    })
+    .await
+}
+
+/// Record a review of a finished session (needs `approve`; not your own).
+#[utoipa::path(post, path = "/api/breakglass/sessions/{id}/review", tag = "sessions",
+    params(("id" = String, Path, description = "Session id (UUID)")),
+    request_body = ReviewRequest,
+    responses(
+        (status = 200, description = "Reviewed", body = Session),
+        (status = 400, description = "A field is invalid", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not allowed for you (or CSRF)", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "Not finished, or already reviewed", body = ErrorBody),
+    ))]
+pub async fn review(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    SessionId(id): SessionId,
+    ApiJson(req): ApiJson<ReviewRequest>,
+) -> Result<Json<Session>, ApiError> {
+    validate::note("notes", &req.notes, false)?;
+    let s = visible(&state, &user, id).await?;
+    let perms = user.permissions(&state, &s.environment);
+    let notes = req.notes.trim().to_string();
+    let next = lifecycle::commit(&state.0, id, |s, now| {
+        let next = s.review(&user.name, &perms, req.verdict, &notes, now)?;
+        let draft = EventDraft {
+            actor: user.name.clone(),
+            kind: "review".into(),
+            detail: Some(format!("{}: {}", req.verdict.as_str(), notes)),
+            at: now,
+        };
+        Ok((next, draft, "review"))
+    })
+    .await?;
+    Ok(Json(next))
+}

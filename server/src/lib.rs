@@ -1,0 +1,85 @@
+//! The break-glass server: REST API, live events, storage, sweep, and (in later modules) the
+//! cluster driver, terminal relay and recording.
+
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod lifecycle;
+pub mod state;
+pub mod store;
+pub mod sweep;
+
+use std::sync::Arc;
+
+pub use http::app;
+
+use crate::config::Config;
+use crate::state::{AppState, Context};
+
+/// Starts the server with `config` and serves until Ctrl-C or SIGTERM.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let ctx = Context::new(config, None).await?;
+    serve(ctx).await
+}
+
+/// Serves `ctx` until Ctrl-C or SIGTERM: the HTTP listener and the sweep.
+pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(ctx.config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", ctx.config.listen))?;
+    let addr = listener.local_addr()?;
+    let url = match &ctx.config.public_url {
+        Some(p) => p.origin.clone(),
+        None => format!("http://{addr}"),
+    };
+    println!("break-glass is listening: open {url}/");
+    if ctx.config.dev_login {
+        let users: Vec<&str> = ctx
+            .config
+            .dev_users
+            .iter()
+            .map(|u| u.name.as_str())
+            .collect();
+        println!(
+            "DEV MODE: anyone can sign in as a demo user ({}) without a password. Never use this in production.",
+            users.join(", ")
+        );
+    }
+    if !ctx.config.static_dir.join("index.html").exists() {
+        println!(
+            "note: no built frontend in {} (run `scripts/dev.sh` or `trunk build`); the API works without it",
+            ctx.config.static_dir.display()
+        );
+    }
+    tokio::spawn(sweep::run(ctx.clone()));
+    let router = app(AppState(ctx));
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal())
+    .await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

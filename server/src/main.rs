@@ -1,0 +1,67 @@
+//! `breakglass-server`: parse the command line and run.
+
+use std::process::ExitCode;
+
+use breakglass_server::config::{Config, ServeArgs};
+use clap::{Parser, Subcommand};
+
+/// Break-glass for Kubernetes: time-boxed, recorded debug access to pods.
+#[derive(Debug, Parser)]
+#[command(name = "breakglass-server", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server (the default).
+    Serve(ServeArgs),
+    /// Check the configuration and exit.
+    CheckConfig(ServeArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn,tower_http=info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let (args, check_only) = match cli.command {
+        Some(Command::Serve(a)) => (a, false),
+        Some(Command::CheckConfig(a)) => (a, true),
+        None => (cli.serve, false),
+    };
+    let config = match Config::load(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if check_only {
+        println!(
+            "configuration is valid: {} environment(s)",
+            config.environments.len()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(breakglass_server::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

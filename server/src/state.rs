@@ -1,0 +1,170 @@
+//! The shared context every handler and task gets, as `Arc`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+use axum_extra::extract::cookie::Key;
+use breakglass_shared::api::SessionChange;
+use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
+use tokio::sync::broadcast;
+
+use crate::config::Config;
+use crate::lifecycle::ClusterOps;
+use crate::store::Store;
+
+/// Prometheus metrics of one server.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Registry served at `/metrics`.
+    pub registry: Registry,
+    /// HTTP requests by method, surface (api, ops, frontend) and status.
+    pub requests: IntCounterVec,
+    /// Session transitions by event kind.
+    pub transitions: IntCounterVec,
+    /// Open SSE streams.
+    pub sse_open: IntGauge,
+    /// Sweep actions by kind.
+    pub sweep_actions: IntCounterVec,
+}
+
+impl Metrics {
+    fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new("breakglass_http_requests_total", "HTTP requests served"),
+            &["method", "surface", "status"],
+        )?;
+        let transitions = IntCounterVec::new(
+            Opts::new(
+                "breakglass_transitions_total",
+                "Session state changes applied",
+            ),
+            &["kind"],
+        )?;
+        let sse_open = IntGauge::new("breakglass_sse_streams_open", "Open event streams")?;
+        let sweep_actions = IntCounterVec::new(
+            Opts::new(
+                "breakglass_sweep_actions_total",
+                "Actions taken by the sweep",
+            ),
+            &["action"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(transitions.clone()))?;
+        registry.register(Box::new(sse_open.clone()))?;
+        registry.register(Box::new(sweep_actions.clone()))?;
+        Ok(Metrics {
+            registry,
+            requests,
+            transitions,
+            sse_open,
+            sweep_actions,
+        })
+    }
+}
+
+/// Everything a request or task needs.
+pub struct Context {
+    /// Resolved configuration.
+    pub config: Config,
+    /// Session storage.
+    pub store: Arc<dyn Store>,
+    /// Live session changes for the SSE streams.
+    pub changes: broadcast::Sender<SessionChange>,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Cookie signing key.
+    pub key: Key,
+    /// Cluster activation and cleanup; `None` until a cluster driver is configured, in which
+    /// case approved sessions wait in `Approved`.
+    pub clusters: Option<Arc<dyn ClusterOps>>,
+}
+
+/// Axum state: a cheap handle on the [`Context`].
+#[derive(Clone)]
+pub struct AppState(pub Arc<Context>);
+
+impl std::ops::Deref for AppState {
+    type Target = Context;
+    fn deref(&self) -> &Context {
+        &self.0
+    }
+}
+
+impl FromRef<AppState> for Key {
+    fn from_ref(s: &AppState) -> Key {
+        s.0.key.clone()
+    }
+}
+
+/// Errors while building the context.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The database could not be opened or migrated.
+    #[error("cannot open the database: {0}")]
+    Store(#[from] crate::store::StoreError),
+    /// The cookie key could not be read or created.
+    #[error("cannot read or create the cookie key {path}: {source}")]
+    Key {
+        /// Key file.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Metrics registration failed.
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+impl Context {
+    /// Opens the store and builds the context.
+    pub async fn new(
+        config: Config,
+        clusters: Option<Arc<dyn ClusterOps>>,
+    ) -> Result<Arc<Context>, StartError> {
+        let store = crate::store::connect(&config.database_url).await?;
+        let key = match &config.session_secret {
+            // The config check guarantees at least 64 bytes, which is what `Key::from` needs.
+            Some(s) => Key::from(s.as_bytes()),
+            None => load_or_create_key(&config.data_dir)?,
+        };
+        Ok(Arc::new(Context {
+            changes: broadcast::channel(1024).0,
+            metrics: Metrics::new()?,
+            config,
+            store,
+            key,
+            clusters,
+        }))
+    }
+}
+
+/// The cookie key lives in the data directory so restarts keep people signed in.
+fn load_or_create_key(dir: &Path) -> Result<Key, StartError> {
+    let path = dir.join("cookie.key");
+    let err = |source| StartError::Key {
+        path: path.display().to_string(),
+        source,
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) if bytes.len() >= 64 => Ok(Key::from(&bytes)),
+        Ok(_) | Err(_) => {
+            std::fs::create_dir_all(dir).map_err(err)?;
+            let key = Key::generate();
+            write_private(&path, key.master()).map_err(err)?;
+            Ok(key)
+        }
+    }
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    opts.mode(0o600);
+    opts.open(path)?.write_all(bytes)
+}

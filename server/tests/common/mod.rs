@@ -1,0 +1,231 @@
+//! Test harness: a server on each database backend (SQLite always, PostgreSQL from
+//! `BREAKGLASS_TEST_POSTGRES_URL`, a fresh database per test), and a small client that signs in
+//! as the demo users and calls the router in-process with `oneshot`.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use axum::Router;
+use breakglass_server::config::{Config, FileConfig, ServeArgs};
+use breakglass_server::state::{AppState, Context};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// One server under test.
+pub struct TestServer {
+    /// Which database backs it.
+    pub backend: &'static str,
+    /// The context (store, config).
+    pub ctx: Arc<Context>,
+    /// The router.
+    pub app: Router,
+    /// Data directory, removed on drop.
+    pub dir: tempfile::TempDir,
+}
+
+/// Every backend the suite must pass on. PostgreSQL is required unless explicitly skipped, so
+/// a missing database cannot silently shrink the suite.
+pub async fn servers() -> Vec<TestServer> {
+    let mut out = vec![server("sqlite", None).await];
+    match std::env::var("BREAKGLASS_TEST_POSTGRES_URL") {
+        Ok(admin) => {
+            let url = fresh_pg_database(&admin).await;
+            out.push(server("postgres", Some(url)).await);
+        }
+        Err(_) if std::env::var("BREAKGLASS_TEST_SKIP_POSTGRES").is_ok() => {
+            eprintln!("warning: PostgreSQL tests skipped (BREAKGLASS_TEST_SKIP_POSTGRES)");
+        }
+        Err(_) => panic!(
+            "BREAKGLASS_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres.sh start` \
+             and export the URL it prints (or set BREAKGLASS_TEST_SKIP_POSTGRES=1 to skip it locally)"
+        ),
+    }
+    out
+}
+
+async fn fresh_pg_database(admin: &str) -> String {
+    use sqlx::Connection;
+    let name = format!("bg_test_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = sqlx::PgConnection::connect(admin).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin);
+    format!("{base}/{name}")
+}
+
+/// A dev-mode server with the demo users and environments: alice (engineers: request),
+/// bob (sre: request, approve), carol (admins: everything); `dev` is Ground, `prod` Flight.
+pub async fn server(backend: &'static str, database_url: Option<String>) -> TestServer {
+    server_with(backend, database_url, FileConfig::default()).await
+}
+
+/// Like [`server`], over a given file configuration.
+pub async fn server_with(
+    backend: &'static str,
+    database_url: Option<String>,
+    file: FileConfig,
+) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ServeArgs {
+        dev: true,
+        data_dir: Some(dir.path().to_path_buf()),
+        database_url,
+        static_dir: Some(dir.path().join("dist")),
+        ..Default::default()
+    };
+    let config = Config::resolve(&args, file).unwrap();
+    let ctx = Context::new(config, None).await.unwrap();
+    let app = breakglass_server::app(AppState(ctx.clone()));
+    TestServer {
+        backend,
+        ctx,
+        app,
+        dir,
+    }
+}
+
+/// A response, decoded.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: StatusCode,
+    pub body: Value,
+    pub headers: axum::http::HeaderMap,
+}
+
+impl Resp {
+    /// The error code of an error body.
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+}
+
+/// A signed-in (or anonymous) caller.
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    pub cookie: Option<String>,
+    pub csrf: Option<String>,
+}
+
+impl TestServer {
+    /// Sends one request through the router.
+    pub async fn send(
+        &self,
+        caller: &Caller,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Resp {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, "localhost");
+        if let Some(c) = &caller.cookie {
+            req = req.header(header::COOKIE, c);
+        }
+        if let Some(t) = &caller.csrf {
+            req = req.header("x-csrf-token", t);
+        }
+        let req = match body {
+            Some(b) => req
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(b.to_string()))
+                .unwrap(),
+            None => req.body(Body::empty()).unwrap(),
+        };
+        self.raw(req).await
+    }
+
+    /// Sends a prepared request.
+    pub async fn raw(&self, req: Request<Body>) -> Resp {
+        let res = self.app.clone().oneshot(req).await.unwrap();
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = res.into_body().collect().await.unwrap().to_bytes();
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        Resp {
+            status,
+            body,
+            headers,
+        }
+    }
+
+    /// Signs in as a demo user.
+    pub async fn login(&self, user: &str) -> Caller {
+        let r = self
+            .send(
+                &Caller::default(),
+                Method::POST,
+                "/api/breakglass/auth/dev-login",
+                Some(serde_json::json!({ "user": user })),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "login {user}: {:?}", r.body);
+        let cookie = r
+            .headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(|v| v.split(';').next().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        Caller {
+            cookie: Some(cookie),
+            csrf: r.body["csrf_token"].as_str().map(String::from),
+        }
+    }
+
+    /// Row counts of both tables.
+    pub async fn counts(&self) -> (i64, i64) {
+        self.ctx.store.counts().await.unwrap()
+    }
+
+    /// Creates a request as `caller` and returns the session JSON.
+    pub async fn create(&self, caller: &Caller, env: &str) -> Value {
+        let r = self
+            .send(
+                caller,
+                Method::POST,
+                "/api/breakglass/sessions",
+                Some(request_body(env)),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::CREATED,
+            "{}: {:?}",
+            self.backend,
+            r.body
+        );
+        r.body
+    }
+
+    /// POSTs an action on a session.
+    pub async fn act(&self, caller: &Caller, id: &str, action: &str, body: Option<Value>) -> Resp {
+        self.send(
+            caller,
+            Method::POST,
+            &format!("/api/breakglass/sessions/{id}/{action}"),
+            body,
+        )
+        .await
+    }
+}
+
+/// A valid request body for environment `env`.
+pub fn request_body(env: &str) -> Value {
+    serde_json::json!({
+        "environment": env,
+        "namespace": "shop",
+        "pod": "web-7d9f-abcde",
+        "mode": "live",
+        "reason": "orders stuck in the payment worker since 09:10",
+        "ticket": "https://tracker.example.com/INC-4711",
+        "duration_minutes": 30,
+    })
+}

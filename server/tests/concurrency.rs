@@ -1,0 +1,110 @@
+//! Races with real concurrent HTTP requests over TCP, on both databases: exactly one of two
+//! conflicting actions wins, the other gets 409, and the events table shows one decision.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use breakglass_server::state::AppState;
+use serde_json::{json, Value};
+
+struct Live {
+    base: String,
+    client: reqwest::Client,
+}
+
+async fn serve(s: &common::TestServer) -> Live {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = breakglass_server::app(AppState(s.ctx.clone()));
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    Live {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::new(),
+    }
+}
+
+impl Live {
+    async fn post(&self, who: &common::Caller, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("cookie", who.cookie.clone().unwrap())
+            .header("x-csrf-token", who.csrf.clone().unwrap())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+const ROUNDS: usize = 15;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_approvers_racing_exactly_one_wins() {
+    for s in common::servers().await {
+        let live = serve(&s).await;
+        let alice = s.login("alice").await;
+        let bob = s.login("bob").await;
+        let carol = s.login("carol").await;
+        for _ in 0..ROUNDS {
+            let id = s.create(&alice, "prod").await["id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let path = format!("/api/breakglass/sessions/{id}/approve");
+            let (a, b) = tokio::join!(
+                live.post(&bob, &path, json!({})),
+                live.post(&carol, &path, json!({}))
+            );
+            let mut statuses = [a.0, b.0];
+            statuses.sort();
+            assert_eq!(statuses, [200, 409], "{}: {a:?} {b:?}", s.backend);
+            let loser = if a.0 == 409 { &a.1 } else { &b.1 };
+            assert!(
+                matches!(loser["code"].as_str(), Some("wrong_state" | "conflict")),
+                "{loser:?}"
+            );
+            let events = s.ctx.store.events(id.parse().unwrap()).await.unwrap();
+            assert_eq!(events.iter().filter(|e| e.kind == "approve").count(), 1);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approve_racing_deny_exactly_one_decides() {
+    for s in common::servers().await {
+        let live = serve(&s).await;
+        let alice = s.login("alice").await;
+        let bob = s.login("bob").await;
+        let carol = s.login("carol").await;
+        for _ in 0..ROUNDS {
+            let id = s.create(&alice, "prod").await["id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let approve = format!("/api/breakglass/sessions/{id}/approve");
+            let deny = format!("/api/breakglass/sessions/{id}/deny");
+            let (a, d) = tokio::join!(
+                live.post(&bob, &approve, json!({})),
+                live.post(&carol, &deny, json!({"reason": "not during the freeze"})),
+            );
+            let mut statuses = [a.0, d.0];
+            statuses.sort();
+            assert_eq!(statuses, [200, 409], "{}: {a:?} {d:?}", s.backend);
+            let stored = s.ctx.store.get(id.parse().unwrap()).await.unwrap().unwrap();
+            let expected = if a.0 == 200 { "Approved" } else { "Denied" };
+            assert_eq!(stored.state.as_str(), expected);
+            let events = s.ctx.store.events(stored.id).await.unwrap();
+            assert_eq!(events.len(), 2, "create + one decision");
+        }
+    }
+}
