@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine or a warm one (README: "Run all tests").
+# Installs and starts what the tests need, idempotently: PostgreSQL, the test control plane
+# (built once per source version, Go build cache kept), and the frontend toolchain; then runs
+# every Rust test on SQLite and PostgreSQL, and the API fuzzing.
+#
+#   scripts/test.sh            everything
+#   scripts/test.sh -- ARGS    extra arguments for `cargo test` (e.g. a test name filter)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export BREAKGLASS_CACHE=${BREAKGLASS_CACHE:-/var/cache/breakglass}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BREAKGLASS_CACHE/target}
+mkdir -p "$BREAKGLASS_CACHE"
+[ "${1:-}" = "--" ] && shift
+step() { printf '\n== %s (%s)\n' "$*" "$(date +%T)"; }
+
+step "PostgreSQL"
+eval "export $(scripts/postgres.sh start)"
+
+step "test control plane (Go; cached per source version)"
+export BREAKGLASS_CONTROLPLANE_BIN
+BREAKGLASS_CONTROLPLANE_BIN=$(scripts/controlplane.sh build)
+ls -la "$BREAKGLASS_CONTROLPLANE_BIN"
+
+step "Rust tests (SQLite + PostgreSQL, control plane)"
+cargo test --workspace --exclude breakglass-frontend "$@"
+
+if [ -x scripts/fuzz-api.sh ]; then
+  step "API fuzzing (schemathesis against the served OpenAPI document)"
+  scripts/fuzz-api.sh
+fi
+step "all tests passed"
