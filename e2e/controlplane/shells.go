@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/creack/pty"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/klog/v2"
+	utilexec "k8s.io/utils/exec"
+)
+
+// containerKey names one container of one pod on the simulated node.
+type containerKey struct {
+	Namespace, Pod, Container string
+}
+
+func (k containerKey) String() string { return k.Namespace + "/" + k.Pod + "/" + k.Container }
+
+// shell is the "process" of one simulated container: a real /bin/sh whose
+// stdin/stdout is a PTY. Output is fanned out to every attached client and
+// kept in a small ring buffer (served as the container log).
+type shell struct {
+	key  containerKey
+	cmd  *exec.Cmd
+	pty  *os.File
+	done chan struct{} // closed when the shell exited and its output is drained
+
+	mu       sync.Mutex
+	subs     map[int]*subscriber
+	nextSub  int
+	log      []byte // last logLimit bytes of output
+	exitCode int
+}
+
+type subscriber struct {
+	w      io.Writer
+	failed chan struct{} // closed on the first write error
+	once   sync.Once
+}
+
+const logLimit = 64 << 10
+
+// shellManager owns every shell of the node, one per container, created on
+// first use (attach, exec into the container's directory, logs).
+type shellManager struct {
+	root   string // per-container working directories live under it
+	onExit func(key containerKey, exitCode int)
+
+	mu     sync.Mutex
+	shells map[containerKey]*shell
+	closed bool
+}
+
+func newShellManager(root string, onExit func(containerKey, int)) *shellManager {
+	return &shellManager{root: root, onExit: onExit, shells: map[containerKey]*shell{}}
+}
+
+func (m *shellManager) containerDir(key containerKey) (string, error) {
+	dir := filepath.Join(m.root, key.Namespace, key.Pod, key.Container)
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+func (m *shellManager) env(dir string) []string {
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + dir,
+		"TERM=xterm",
+		"PS1=$ ",
+		"LANG=C.UTF-8",
+	}
+}
+
+// get returns the running shell of a container, starting it if needed.
+func (m *shellManager) get(key containerKey) (*shell, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errors.New("node is shutting down")
+	}
+	if sh, ok := m.shells[key]; ok {
+		return sh, nil
+	}
+	dir, err := m.containerDir(key)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/bin/sh")
+	cmd.Dir = dir
+	cmd.Env = m.env(dir)
+	// Setsid+Setctty are set by pty.Start; Pdeathsig keeps shells from
+	// outliving this process if it is killed hard.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL}
+	f, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: 24, Cols: 80}, cmd.SysProcAttr)
+	if err != nil {
+		return nil, fmt.Errorf("start shell for %s: %w", key, err)
+	}
+	sh := &shell{key: key, cmd: cmd, pty: f, done: make(chan struct{}), subs: map[int]*subscriber{}}
+	m.shells[key] = sh
+	klog.V(2).InfoS("started container shell", "container", key.String(), "pid", cmd.Process.Pid)
+	go sh.pump()
+	go func() {
+		<-sh.done
+		m.mu.Lock()
+		if m.shells[key] == sh {
+			delete(m.shells, key)
+		}
+		m.mu.Unlock()
+		if m.onExit != nil {
+			m.onExit(key, sh.exitCode)
+		}
+	}()
+	return sh, nil
+}
+
+// running reports whether a container's shell exists.
+func (m *shellManager) lookup(key containerKey) *shell {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.shells[key]
+}
+
+// killPod ends every shell of a pod (the pod is being deleted).
+func (m *shellManager) killPod(namespace, pod string) {
+	m.mu.Lock()
+	var victims []*shell
+	for k, sh := range m.shells {
+		if k.Namespace == namespace && k.Pod == pod {
+			victims = append(victims, sh)
+		}
+	}
+	m.mu.Unlock()
+	for _, sh := range victims {
+		sh.kill()
+	}
+}
+
+// closeAll kills every shell and refuses new ones.
+func (m *shellManager) closeAll() {
+	m.mu.Lock()
+	m.closed = true
+	var all []*shell
+	for _, sh := range m.shells {
+		all = append(all, sh)
+	}
+	m.mu.Unlock()
+	for _, sh := range all {
+		sh.kill()
+	}
+}
+
+func (sh *shell) kill() {
+	if sh.cmd.Process != nil {
+		// The shell leads its own session and process group.
+		_ = syscall.Kill(-sh.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// pump copies PTY output to the subscribers until the shell exits.
+func (sh *shell) pump() {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := sh.pty.Read(buf)
+		if n > 0 {
+			sh.broadcast(buf[:n])
+		}
+		if err != nil {
+			break
+		}
+	}
+	// Reading fails with EIO once the last process holding the slave side is
+	// gone; reap the shell and tell everyone.
+	err := sh.cmd.Wait()
+	code := 0
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.ExitCode()
+		if code < 0 {
+			code = 137
+		}
+	}
+	_ = sh.pty.Close()
+	sh.mu.Lock()
+	sh.exitCode = code
+	sh.mu.Unlock()
+	klog.V(2).InfoS("container shell exited", "container", sh.key.String(), "exitCode", code)
+	close(sh.done)
+}
+
+func (sh *shell) broadcast(p []byte) {
+	sh.mu.Lock()
+	sh.log = append(sh.log, p...)
+	if len(sh.log) > logLimit {
+		sh.log = append([]byte(nil), sh.log[len(sh.log)-logLimit:]...)
+	}
+	subs := make([]*subscriber, 0, len(sh.subs))
+	for _, s := range sh.subs {
+		subs = append(subs, s)
+	}
+	sh.mu.Unlock()
+	for _, s := range subs {
+		if _, err := s.w.Write(p); err != nil {
+			s.once.Do(func() { close(s.failed) })
+		}
+	}
+}
+
+func (sh *shell) subscribe(w io.Writer) (*subscriber, func()) {
+	s := &subscriber{w: w, failed: make(chan struct{})}
+	sh.mu.Lock()
+	id := sh.nextSub
+	sh.nextSub++
+	sh.subs[id] = s
+	sh.mu.Unlock()
+	return s, func() {
+		sh.mu.Lock()
+		delete(sh.subs, id)
+		sh.mu.Unlock()
+	}
+}
+
+func (sh *shell) logs() []byte {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return append([]byte(nil), sh.log...)
+}
+
+// attach connects a client to the container's shell until the client goes
+// away (its stdin ends, a write to it fails, the request ends) or the shell
+// exits.
+func (m *shellManager) attach(ctx context.Context, key containerKey, in io.Reader, out, errOut io.WriteCloser, resize <-chan remotecommand.TerminalSize) error {
+	sh, err := m.get(key)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if resize != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case size, ok := <-resize:
+					if !ok {
+						return
+					}
+					if size.Width == 0 || size.Height == 0 {
+						continue
+					}
+					if err := pty.Setsize(sh.pty, &pty.Winsize{Rows: size.Height, Cols: size.Width}); err != nil {
+						klog.V(2).InfoS("resize failed", "container", key.String(), "err", err)
+					}
+				}
+			}
+		}()
+	}
+	var failed <-chan struct{}
+	if out != nil {
+		sub, unsubscribe := sh.subscribe(out)
+		defer unsubscribe()
+		failed = sub.failed
+	}
+	stdinDone := make(chan struct{})
+	if in != nil {
+		go func() {
+			defer close(stdinDone)
+			_, _ = io.Copy(sh.pty, in)
+		}()
+	}
+	var stdinEnded <-chan struct{}
+	if in != nil {
+		stdinEnded = stdinDone
+	}
+	select {
+	case <-ctx.Done():
+	case <-sh.done:
+	case <-failed:
+	case <-stdinEnded:
+	}
+	return nil
+}
+
+// exec runs a command in the container's directory, in a PTY of its own when
+// tty is set, and reports a non-zero exit status as utilexec.ExitError.
+func (m *shellManager) exec(ctx context.Context, key containerKey, argv []string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
+	if len(argv) == 0 {
+		return errors.New("no command given")
+	}
+	dir, err := m.containerDir(key)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = m.env(dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+
+	if tty {
+		f, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: 24, Cols: 80}, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if resize != nil {
+			go func() {
+				for size := range resize {
+					if size.Width > 0 && size.Height > 0 {
+						_ = pty.Setsize(f, &pty.Winsize{Rows: size.Height, Cols: size.Width})
+					}
+				}
+			}()
+		}
+		if in != nil {
+			go func() { _, _ = io.Copy(f, in) }()
+		}
+		copied := make(chan struct{})
+		go func() {
+			defer close(copied)
+			if out != nil {
+				_, _ = io.Copy(out, f)
+			} else {
+				_, _ = io.Copy(io.Discard, f)
+			}
+		}()
+		err = cmd.Wait()
+		<-copied
+		return exitError(err)
+	}
+
+	var stdin io.WriteCloser
+	if in != nil {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			return err
+		}
+	}
+	if out != nil {
+		cmd.Stdout = out
+	}
+	if errOut != nil {
+		cmd.Stderr = errOut
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if stdin != nil {
+		go func() {
+			_, _ = io.Copy(stdin, in)
+			_ = stdin.Close()
+		}()
+	}
+	return exitError(cmd.Wait())
+}
+
+func exitError(err error) error {
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return utilexec.CodeExitError{Err: err, Code: exitErr.ExitCode()}
+	}
+	return err
+}

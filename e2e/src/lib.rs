@@ -1,0 +1,39 @@
+//! End-to-end test harness around the test control plane (`e2e/controlplane`,
+//! a real kube-apiserver + etcd + the controllers tests need + one simulated
+//! node whose attach/exec endpoints are real shells in PTYs).
+//!
+//! Typical test:
+//!
+//! ```no_run
+//! use breakglass_e2e::{ControlPlane, Identity, wait_until};
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kube::Api;
+//! use std::time::Duration;
+//!
+//! # async fn t() -> anyhow::Result<()> {
+//! let cp = ControlPlane::shared().await?;          // started once per test binary
+//! let ns = cp.namespace("my-test").await?;         // fresh namespace, default SA ready
+//! let pods: Api<Pod> = Api::namespaced(cp.client(Identity::Admin).await?, ns.name());
+//! // ... create things, then wait with a bound:
+//! wait_until("pod p running", Duration::from_secs(20), || async {
+//!     Ok(pods.get_opt("p").await?.filter(breakglass_e2e::pod_running))
+//! }).await?;
+//! ns.delete().await // or just drop it: see TestNamespace
+//! # }
+//! ```
+//!
+//! The control plane binary is built by `scripts/controlplane.sh build`
+//! (cached by source hash under `$BREAKGLASS_CACHE`, default
+//! `/var/cache/breakglass`); the first build takes several minutes. Set
+//! `BREAKGLASS_KUBECONFIG_DIR` to the kubeconfig dir of an instance started
+//! with `scripts/controlplane.sh start` to reuse it instead of starting one.
+
+mod controlplane;
+mod namespace;
+mod wait;
+
+pub use controlplane::{ControlPlane, ControlPlaneInfo, Identity, StartOptions, TrustedIssuer};
+pub use namespace::{in_namespace, TestNamespace};
+pub use wait::{
+    container_running, pod_running, wait_for_container_running, wait_for_pod_running, wait_until,
+};
