@@ -85,10 +85,23 @@ pub struct FileConfig {
     /// Addresses of auth proxies whose `X-Auth-Request-User` / `-Groups` headers are trusted.
     #[serde(default)]
     pub trusted_proxies: Vec<IpNet>,
+    /// The debug image, pinned by digest (`repo@sha256:...`); default [`DEFAULT_DEBUG_IMAGE`].
+    /// The admission policies admit exactly this image.
+    pub debug_image: Option<String>,
+    /// Namespace the server runs in on its home cluster (never debuggable; holds its Lease).
+    pub server_namespace: Option<String>,
     /// Environments (one cluster each).
     #[serde(default)]
     pub environments: Vec<EnvironmentConfig>,
 }
+
+/// The debug toolbox image (`debug-image/`), pinned by digest. Keep in step with the admission
+/// policy parameter and the Kyverno image policy (a test checks the three agree).
+pub const DEFAULT_DEBUG_IMAGE: &str =
+    "ghcr.io/hangar-platform/tower-debug@sha256:4f2b2bde4b1b8a4c5e0a6b0f4cf1d3f0f7a7f2d8c1e9b7a6d5c4b3a29180716f";
+
+/// Namespaces no session may touch, on every cluster, besides the server's own.
+pub const PROTECTED_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 
 /// Duration bounds per tier.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -191,6 +204,12 @@ pub struct EnvironmentConfig {
     /// Permission name → holders, e.g. `"tower.breakglass.approve" = { groups = ["sre"] }`.
     #[serde(default)]
     pub permissions: BTreeMap<String, Holders>,
+    /// The server's username on this cluster, for rendering policies offline; activation and
+    /// `doctor` learn it live with a SelfSubjectReview.
+    pub identity: Option<String>,
+    /// More namespaces no session may touch here (added to the standard protected ones).
+    #[serde(default)]
+    pub protected_namespaces: Vec<String>,
 }
 
 /// A resolved environment.
@@ -204,6 +223,10 @@ pub struct Environment {
     pub cluster: Option<ClusterCredentials>,
     /// Holders per permission.
     pub permissions: BTreeMap<Permission, Holders>,
+    /// The server's username there, if configured.
+    pub identity: Option<String>,
+    /// Every protected namespace here: the standard ones, the server's own, the configured.
+    pub protected_namespaces: Vec<String>,
 }
 
 impl Environment {
@@ -248,6 +271,10 @@ pub struct Config {
     pub trusted_proxies: Vec<IpNet>,
     /// Environments in configuration order.
     pub environments: Vec<Environment>,
+    /// The pinned debug image.
+    pub debug_image: String,
+    /// The server's own namespace.
+    pub server_namespace: String,
 }
 
 /// Tiny parsed form of `public_url` (scheme and origin), kept here to avoid another dependency.
@@ -368,6 +395,20 @@ impl Config {
         if dev_login && dev_users.is_empty() {
             dev_users = demo_users();
         }
+        let debug_image = file
+            .debug_image
+            .unwrap_or_else(|| DEFAULT_DEBUG_IMAGE.to_string());
+        if !is_pinned_image(&debug_image) {
+            return Err(ConfigError::new(
+                "debug_image",
+                "must be pinned by digest: REPOSITORY@sha256:<64 hex digits>",
+            ));
+        }
+        let server_namespace = file
+            .server_namespace
+            .unwrap_or_else(|| "breakglass".to_string());
+        validate::dns_label("server_namespace", &server_namespace)
+            .map_err(|e| ConfigError::new("server_namespace", e.message))?;
         let mut raw_envs = file.environments;
         if raw_envs.is_empty() && args.dev {
             raw_envs = demo_environments();
@@ -393,11 +434,24 @@ impl Config {
                 })?;
                 permissions.insert(p, holders);
             }
+            let mut protected: Vec<String> =
+                PROTECTED_NAMESPACES.iter().map(|n| n.to_string()).collect();
+            protected.push(server_namespace.clone());
+            for (j, n) in e.protected_namespaces.iter().enumerate() {
+                validate::dns_label("protected_namespaces", n).map_err(|err| {
+                    ConfigError::new(format!("{key}.protected_namespaces[{j}]"), err.message)
+                })?;
+                if !protected.contains(n) {
+                    protected.push(n.clone());
+                }
+            }
             environments.push(Environment {
                 name: e.name,
                 tier: e.tier,
                 cluster: e.cluster,
                 permissions,
+                identity: e.identity,
+                protected_namespaces: protected,
             });
         }
         for (i, e) in environments.iter().enumerate() {
@@ -434,12 +488,28 @@ impl Config {
             dev_users,
             trusted_proxies: file.trusted_proxies,
             environments,
+            debug_image,
+            server_namespace,
         })
     }
 
     /// The environment called `name`.
     pub fn environment(&self, name: &str) -> Option<&Environment> {
         self.environments.iter().find(|e| e.name == name)
+    }
+}
+
+/// `REPOSITORY@sha256:<64 lowercase hex>`.
+pub fn is_pinned_image(image: &str) -> bool {
+    match image.rsplit_once("@sha256:") {
+        Some((repo, digest)) => {
+            !repo.is_empty()
+                && digest.len() == 64
+                && digest
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        }
+        None => false,
     }
 }
 
@@ -503,12 +573,16 @@ pub fn demo_environments() -> Vec<EnvironmentConfig> {
             tier: Tier::Ground,
             cluster: None,
             permissions: perms(),
+            identity: None,
+            protected_namespaces: vec![],
         },
         EnvironmentConfig {
             name: "prod".into(),
             tier: Tier::Flight,
             cluster: None,
             permissions: perms(),
+            identity: None,
+            protected_namespaces: vec![],
         },
     ]
 }
@@ -553,6 +627,8 @@ mod tests {
             ("[durations.flight]\nmin_minutes = 10\nmax_minutes = 5\ndefault_minutes = 7", "durations.flight"),
             ("database_url = \"mysql://x\"", "database_url"),
             ("approval_expiry_minutes = 0", "approval_expiry_minutes"),
+            ("debug_image = \"alpine:latest\"", "debug_image"),
+            ("[[environments]]\nname = \"a\"\ntier = \"flight\"\nprotected_namespaces = [\"Bad\"]", "environments[0].protected_namespaces[0]"),
         ];
         for (text, key) in cases {
             let e = parse(text)
