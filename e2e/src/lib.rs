@@ -28,8 +28,11 @@
 //! `BREAKGLASS_KUBECONFIG_DIR` to the kubeconfig dir of an instance started
 //! with `scripts/controlplane.sh start` to reuse it instead of starting one.
 
+pub mod apply;
+pub mod browser;
 mod controlplane;
 mod namespace;
+pub mod server;
 mod wait;
 
 pub use controlplane::{ControlPlane, ControlPlaneInfo, Identity, StartOptions, TrustedIssuer};

@@ -76,6 +76,8 @@ pub struct FileConfig {
     pub approval_expiry_minutes: Option<u32>,
     /// Seconds between sweeps (default 5).
     pub sweep_interval_seconds: Option<u64>,
+    /// Seconds activation may wait for the debug container to run (default 60).
+    pub activation_timeout_seconds: Option<u64>,
     /// Requested-duration bounds per tier.
     #[serde(default)]
     pub durations: TierDurations,
@@ -261,6 +263,8 @@ pub struct Config {
     pub approval_expiry: time::Duration,
     /// Sweep interval.
     pub sweep_interval: std::time::Duration,
+    /// Bound on waiting for the debug container.
+    pub activation_timeout: std::time::Duration,
     /// Duration bounds.
     pub durations: TierDurations,
     /// Dev login on.
@@ -382,6 +386,13 @@ impl Config {
                 "must be between 1 and 300",
             ));
         }
+        let activation_timeout = file.activation_timeout_seconds.unwrap_or(60);
+        if activation_timeout == 0 || activation_timeout > 900 {
+            return Err(ConfigError::new(
+                "activation_timeout_seconds",
+                "must be between 1 and 900",
+            ));
+        }
         let dev_login = args.dev || file.dev_login.enabled;
         let mut dev_users = file.dev_login.users;
         for (i, u) in dev_users.iter().enumerate() {
@@ -483,6 +494,7 @@ impl Config {
             session_secret: file.session_secret,
             approval_expiry: time::Duration::minutes(i64::from(approval_expiry_minutes)),
             sweep_interval: std::time::Duration::from_secs(sweep),
+            activation_timeout: std::time::Duration::from_secs(activation_timeout),
             durations: file.durations,
             dev_login,
             dev_users,

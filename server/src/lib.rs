@@ -2,10 +2,16 @@
 //! cluster driver, terminal relay and recording.
 
 pub mod auth;
+pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod failpoint;
+pub mod guardrails;
 pub mod http;
 pub mod lifecycle;
+pub mod recording;
+pub mod relay;
 pub mod state;
 pub mod store;
 pub mod sweep;
@@ -19,7 +25,11 @@ use crate::state::{AppState, Context};
 
 /// Starts the server with `config` and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    let ctx = Context::new(config, None).await?;
+    let driver = cluster::Clusters::from_config(&config);
+    let ops = driver
+        .clone()
+        .map(|c| c as std::sync::Arc<dyn lifecycle::ClusterOps>);
+    let ctx = Context::with_driver(config, ops, driver).await?;
     serve(ctx).await
 }
 

@@ -2,6 +2,7 @@
 //! (live event, metrics, cluster work). HTTP handlers and the sweep both call this; neither
 //! writes a session itself.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -43,6 +44,25 @@ pub trait ClusterOps: Send + Sync + 'static {
 
     /// Removes everything the session may have created (idempotent; safe when nothing was).
     async fn cleanup(&self, session: &Session, progress: &dyn ProgressSink) -> Result<(), String>;
+
+    /// Whether the debugged pod (or the copy) has disappeared.
+    async fn pod_gone(&self, session: &Session) -> Result<bool, String>;
+
+    /// Removes break-glass objects in `environment` whose session is not in `live`; returns how
+    /// many objects were removed.
+    async fn reconcile(&self, environment: &str, live: &HashSet<Uuid>) -> Result<usize, String>;
+
+    /// Attaches (stdin + tty) to the session's debug container with fresh credentials.
+    async fn attach(&self, session: &Session) -> Result<kube::api::AttachedProcess, String>;
+}
+
+/// Records a step on the session row, through the state machine.
+pub async fn record_progress(
+    ctx: &Arc<Context>,
+    id: Uuid,
+    p: Progress,
+) -> Result<Session, ApiError> {
+    RowProgress { ctx, id }.record(p).await
 }
 
 /// Stores a new request (Ground requests start `Approved`) and starts activation if a cluster
@@ -124,17 +144,18 @@ fn after_commit(ctx: &Arc<Context>, session: &Session, kind: &'static str) {
         session: session.clone(),
         kind: kind.to_string(),
     });
-    match session.state {
-        SessionState::Approved | SessionState::Activating
-            if ctx
-                .clusters
-                .as_ref()
-                .is_some_and(|c| c.serves(&session.environment)) =>
-        {
-            spawn_drive(ctx, session.id);
-        }
-        SessionState::Ending => spawn_drive(ctx, session.id),
-        _ => {}
+    // Only transitions that hand work to the driver spawn it; progress and the driver's own
+    // transitions do not (the running drive carries on by itself).
+    let hands_over = matches!(kind, "create" | "approve" | "break_glass")
+        && session.state == SessionState::Approved
+        && ctx
+            .clusters
+            .as_ref()
+            .is_some_and(|c| c.serves(&session.environment));
+    let ending =
+        matches!(kind, "end" | "terminate" | "system_end") && session.state == SessionState::Ending;
+    if hands_over || ending {
+        spawn_drive(ctx, session.id);
     }
 }
 
@@ -158,12 +179,15 @@ struct RowProgress<'a> {
 #[async_trait]
 impl ProgressSink for RowProgress<'_> {
     async fn record(&self, p: Progress) -> Result<Session, ApiError> {
+        let step = crate::failpoint::name_of(&p);
         let event = SessionEvent::Progress(p);
-        commit(self.ctx, self.id, |s, now| {
+        let next = commit(self.ctx, self.id, |s, now| {
             let next = s.apply(&event, now)?;
             Ok((next, draft_for(&event, now), "progress"))
         })
-        .await
+        .await?;
+        crate::failpoint::hit(step);
+        Ok(next)
     }
 }
 
@@ -182,14 +206,33 @@ pub async fn drive(ctx: &Arc<Context>, id: Uuid) -> Result<Session, ApiError> {
             return Ok(s);
         }
         s = apply(ctx, id, |_| Ok(SessionEvent::BeginActivation)).await?;
+        crate::failpoint::hit("activating");
     }
     if s.state == SessionState::Activating {
         let Some(c) = &cluster else { return Ok(s) };
-        match c.activate(&s, &progress).await {
-            Ok(()) => return apply(ctx, id, |_| Ok(SessionEvent::Activated)).await,
+        let recording = match &ctx.relays {
+            Some(r) => r.start_recording(ctx, &s).await,
+            None => Err("no recording store is configured, so no session can start".to_string()),
+        };
+        let outcome = match recording {
+            Ok(()) => c.activate(&s, &progress).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) => {
+                crate::failpoint::hit("running");
+                let active = apply(ctx, id, |_| Ok(SessionEvent::Activated)).await?;
+                if let Some(r) = &ctx.relays {
+                    r.marker(id, "active").await;
+                }
+                return Ok(active);
+            }
             Err(error) => {
                 // Everything created so far goes before the session is marked Failed.
                 let current = ctx.store.get(id).await?.unwrap_or(s);
+                if let Some(r) = &ctx.relays {
+                    r.end(id, "activation failed").await;
+                }
                 if let Err(cleanup) = c.cleanup(&current, &progress).await {
                     tracing::warn!(%cleanup, "cleanup after a failed activation did not finish; the sweep retries it");
                     return Err(ApiError::new(
@@ -207,6 +250,11 @@ pub async fn drive(ctx: &Arc<Context>, id: Uuid) -> Result<Session, ApiError> {
         }
     }
     if s.state == SessionState::Ending {
+        crate::failpoint::hit("ending");
+        if let Some(r) = &ctx.relays {
+            let reason = s.end_reason.as_ref().map_or("ended", |r| r.kind());
+            r.end(id, reason).await;
+        }
         // Nothing was ever created when activation never started.
         if s.activating_at.is_some() {
             let Some(c) = &cluster else { return Ok(s) };

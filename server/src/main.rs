@@ -21,10 +21,24 @@ enum Command {
     Serve(ServeArgs),
     /// Check the configuration and exit.
     CheckConfig(ServeArgs),
+    /// Recordings bucket administration.
+    #[command(subcommand)]
+    Recordings(breakglass_server::cli::recordings::RecordingsCommand),
+    /// Verify a session's stored recording against its session row.
+    VerifyRecording(breakglass_server::cli::recordings::VerifyRecordingArgs),
+    /// Cluster guardrails: render the RBAC and admission policies of an environment.
+    #[command(subcommand)]
+    Policies(breakglass_server::cli::policies::PoliciesCommand),
+    /// Check an environment's cluster against its guardrails; exit 1 when anything is
+    /// missing or drifted (each printed with its fix).
+    Doctor(breakglass_server::cli::doctor::DoctorArgs),
 }
 
 fn main() -> ExitCode {
+    // Logs go to stderr: stdout carries only what a person or a script reads (the URL line,
+    // rendered manifests, reports).
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,sqlx=warn,tower_http=info".into()),
@@ -34,6 +48,12 @@ fn main() -> ExitCode {
     let (args, check_only) = match cli.command {
         Some(Command::Serve(a)) => (a, false),
         Some(Command::CheckConfig(a)) => (a, true),
+        Some(Command::Recordings(cmd)) => return breakglass_server::cli::recordings::main(cmd),
+        Some(Command::VerifyRecording(a)) => {
+            return breakglass_server::cli::recordings::verify_main(a)
+        }
+        Some(Command::Policies(cmd)) => return breakglass_server::cli::policies::main(cmd),
+        Some(Command::Doctor(a)) => return breakglass_server::cli::doctor::main(a),
         None => (cli.serve, false),
     };
     let config = match Config::load(&args) {

@@ -26,6 +26,8 @@ pub struct Metrics {
     pub sse_open: IntGauge,
     /// Sweep actions by kind.
     pub sweep_actions: IntCounterVec,
+    /// 1 while this replica holds the sweep lease.
+    pub sweep_leader: IntGauge,
 }
 
 impl Metrics {
@@ -50,6 +52,8 @@ impl Metrics {
             ),
             &["action"],
         )?;
+        let sweep_leader = IntGauge::new("breakglass_sweep_leader", "1 while this replica sweeps")?;
+        registry.register(Box::new(sweep_leader.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(transitions.clone()))?;
         registry.register(Box::new(sse_open.clone()))?;
@@ -60,6 +64,7 @@ impl Metrics {
             transitions,
             sse_open,
             sweep_actions,
+            sweep_leader,
         })
     }
 }
@@ -79,6 +84,10 @@ pub struct Context {
     /// Cluster activation and cleanup; `None` until a cluster driver is configured, in which
     /// case approved sessions wait in `Approved`.
     pub clusters: Option<Arc<dyn ClusterOps>>,
+    /// Terminal relays and recordings.
+    pub relays: Option<Arc<crate::relay::Relays>>,
+    /// The concrete cluster driver (listings and guardrail reports), when configured.
+    pub cluster_driver: Option<Arc<crate::cluster::Clusters>>,
 }
 
 /// Axum state: a cheap handle on the [`Context`].
@@ -115,6 +124,9 @@ pub enum StartError {
     /// Metrics registration failed.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// The recording store is misconfigured.
+    #[error("recording store: {0}")]
+    Recording(crate::recording::StoreError),
 }
 
 impl Context {
@@ -123,13 +135,28 @@ impl Context {
         config: Config,
         clusters: Option<Arc<dyn ClusterOps>>,
     ) -> Result<Arc<Context>, StartError> {
+        Context::with_driver(config, clusters, None).await
+    }
+
+    /// Like [`Context::new`], with the concrete cluster driver for listings and reports.
+    pub async fn with_driver(
+        config: Config,
+        clusters: Option<Arc<dyn ClusterOps>>,
+        cluster_driver: Option<Arc<crate::cluster::Clusters>>,
+    ) -> Result<Arc<Context>, StartError> {
         let store = crate::store::connect(&config.database_url).await?;
         let key = match &config.session_secret {
             // The config check guarantees at least 64 bytes, which is what `Key::from` needs.
             Some(s) => Key::from(s.as_bytes()),
             None => load_or_create_key(&config.data_dir)?,
         };
+        let recording =
+            crate::recording::RecordingConfig::from_env(config.data_dir.join("recordings"))
+                .map_err(StartError::Recording)?;
+        let relays = crate::relay::Relays::new(recording).map_err(StartError::Recording)?;
         Ok(Arc::new(Context {
+            relays: Some(Arc::new(relays)),
+            cluster_driver,
             changes: broadcast::channel(1024).0,
             metrics: Metrics::new()?,
             config,

@@ -2,6 +2,7 @@
 //! through the lifecycle, so a sweep racing a person (or another replica's sweep) is safe: the
 //! compare-and-set lets exactly one of them win.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use breakglass_shared::{EndReason, Session, SessionEvent, SessionState};
@@ -23,9 +24,16 @@ pub struct SweepReport {
     pub expired: usize,
     /// Active sessions past their end.
     pub ttl_ended: usize,
+    /// Active sessions whose pod disappeared.
+    pub pod_gone: usize,
     /// Sessions whose activation or cleanup was pushed on.
     pub driven: usize,
+    /// Orphaned cluster objects removed.
+    pub orphans_removed: usize,
 }
+
+/// Name of the sweep's lease.
+pub const LEASE: &str = "sweep";
 
 async fn in_state(ctx: &Arc<Context>, state: SessionState) -> Result<Vec<Session>, ApiError> {
     Ok(ctx
@@ -71,6 +79,32 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
             report.ttl_ended += 1;
         }
     }
+    if let Some(c) = &ctx.clusters {
+        for s in in_state(ctx, SessionState::Active).await? {
+            if !c.serves(&s.environment) {
+                continue;
+            }
+            match c.pod_gone(&s).await {
+                Ok(true) => {
+                    let ended = lifecycle::apply(ctx, s.id, |_| {
+                        Ok(SessionEvent::SystemEnd {
+                            reason: EndReason::PodGone,
+                        })
+                    })
+                    .await;
+                    if ended.is_ok() {
+                        ctx.metrics
+                            .sweep_actions
+                            .with_label_values(&["end_pod_gone"])
+                            .inc();
+                        report.pod_gone += 1;
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(id = %s.id, error = %e, "sweep could not check the pod"),
+            }
+        }
+    }
     // Stuck work: activation or cleanup interrupted (crash, unreachable cluster).
     for state in [
         SessionState::Approved,
@@ -100,17 +134,81 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
             }
         }
     }
+    report.orphans_removed = reconcile(ctx).await?;
     Ok(report)
 }
 
-/// Runs the sweep forever at the configured interval.
+/// Removes cluster objects of sessions that are no longer live (crash leftovers).
+async fn reconcile(ctx: &Arc<Context>) -> Result<usize, ApiError> {
+    let Some(c) = &ctx.clusters else { return Ok(0) };
+    // Every session that may own cluster objects now or soon. Read before the cluster is
+    // listed; the driver skips objects too young to judge, so a session created meanwhile is
+    // never mistaken for an orphan.
+    let mut live = HashSet::new();
+    for state in SessionState::ALL.into_iter().filter(|s| !s.is_final()) {
+        let mut before = None;
+        loop {
+            let page = ctx
+                .store
+                .list(&ListFilter {
+                    state: Some(state),
+                    before,
+                    limit: BATCH,
+                    ..Default::default()
+                })
+                .await?;
+            live.extend(page.iter().map(|s| s.id));
+            if page.len() < BATCH as usize {
+                break;
+            }
+            before = page.last().map(|s| s.id);
+        }
+    }
+    let mut removed = 0;
+    for env in &ctx.config.environments {
+        if !c.serves(&env.name) {
+            continue;
+        }
+        match c.reconcile(&env.name, &live).await {
+            Ok(n) => {
+                if n > 0 {
+                    ctx.metrics
+                        .sweep_actions
+                        .with_label_values(&["remove_orphan"])
+                        .inc_by(n as u64);
+                }
+                removed += n;
+            }
+            Err(e) => tracing::warn!(env = %env.name, error = %e, "orphan reconciliation failed"),
+        }
+    }
+    Ok(removed)
+}
+
+/// Runs the sweep forever at the configured interval, only while this replica holds the
+/// sweep lease in the database (one leader among replicas; a crashed leader's lease expires
+/// after three intervals).
 pub async fn run(ctx: Arc<Context>) {
+    let holder = uuid::Uuid::now_v7().to_string();
+    let ttl_ms = i64::try_from(ctx.config.sweep_interval.as_millis() * 3).unwrap_or(i64::MAX);
     let mut tick = tokio::time::interval(ctx.config.sweep_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let pass =
-            sweep_once(&ctx, OffsetDateTime::now_utc()).instrument(tracing::debug_span!("sweep"));
+        let now = OffsetDateTime::now_utc();
+        let now_ms = i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+        match ctx.store.try_lease(LEASE, &holder, now_ms, ttl_ms).await {
+            Ok(true) => ctx.metrics.sweep_leader.set(1),
+            Ok(false) => {
+                ctx.metrics.sweep_leader.set(0);
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "sweep lease unavailable");
+                continue;
+            }
+        }
+        let pass = sweep_once(&ctx, now).instrument(tracing::debug_span!("sweep"));
         if let Err(e) = pass.await {
             tracing::warn!(error = %e.body.message, "sweep pass failed");
         }

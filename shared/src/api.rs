@@ -20,25 +20,75 @@ pub const DEFAULT_PAGE: u32 = 50;
 /// `POST /sessions`: ask for access to a pod.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(example = json!({
+    "environment": "dev",
+    "namespace": "shop",
+    "pod": "web-7d9f-abcde",
+    "mode": "live",
+    "target_container": "app",
+    "reason": "orders stuck in the payment worker since 09:10",
+    "ticket": "https://tracker.example.com/INC-4711",
+    "duration_minutes": 30,
+    "recycle": false
+})))]
 pub struct CreateSessionRequest {
-    /// Environment (cluster) name.
+    /// Environment (cluster) name: one of `GET /environments`.
+    #[cfg_attr(feature = "server", schema(min_length = 1, example = "dev"))]
     pub environment: String,
-    /// Namespace of the pod.
+    /// Namespace of the pod (a DNS-1123 label).
+    #[cfg_attr(
+        feature = "server",
+        schema(
+            min_length = 1,
+            max_length = 63,
+            pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            example = "shop"
+        )
+    )]
     pub namespace: String,
-    /// Pod name.
+    /// Pod name (a DNS-1123 subdomain).
+    #[cfg_attr(
+        feature = "server",
+        schema(
+            min_length = 1,
+            max_length = 253,
+            pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+            example = "web-7d9f-abcde"
+        )
+    )]
     pub pod: String,
     /// `live` (ephemeral container) or `copy` (hardened copy).
     pub mode: Mode,
-    /// Container whose processes the debug container may see (process access).
+    /// Container whose processes the debug container may see (process access; a DNS-1123
+    /// label).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "server",
+        schema(
+            min_length = 1,
+            max_length = 63,
+            pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+        )
+    )]
     pub target_container: Option<String>,
-    /// Why access is needed, 10 to 1000 characters.
+    /// Why access is needed, 10 to 1000 characters once trimmed, no control characters
+    /// other than newline and tab.
+    #[cfg_attr(feature = "server", schema(min_length = 10, max_length = 1000))]
     pub reason: String,
-    /// Ticket or incident URL.
+    /// Ticket or incident URL: an absolute http:// or https:// link.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "server",
+        schema(
+            max_length = 2000,
+            pattern = "^[hH][tT][tT][pP][sS]?://[^/?#]+",
+            example = "https://tracker.example.com/INC-4711"
+        )
+    )]
     pub ticket: Option<String>,
-    /// Requested minutes; the environment's default when absent.
+    /// Requested minutes, within the environment's `durations`; its default when absent.
     #[serde(default)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, maximum = 1440))]
     pub duration_minutes: Option<u32>,
     /// Recycle the pod at the end if it is the last ready one (Ground only).
     #[serde(default)]
@@ -72,7 +122,15 @@ impl CreateSessionRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct DenyRequest {
-    /// Why, shown to the requester.
+    /// Why, shown to the requester: not blank, up to 4000 characters.
+    #[cfg_attr(
+        feature = "server",
+        schema(
+            min_length = 1,
+            max_length = 4000,
+            example = "not during the release freeze"
+        )
+    )]
     pub reason: String,
 }
 
@@ -84,12 +142,14 @@ pub struct ReviewRequest {
     pub verdict: Verdict,
     /// Free text, up to 4000 characters.
     #[serde(default)]
+    #[cfg_attr(feature = "server", schema(max_length = 4000))]
     pub notes: String,
 }
 
 /// `GET /sessions` query.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "server", into_params(parameter_in = Query))]
 pub struct ListQuery {
     /// Only this environment.
     pub environment: Option<String>,
@@ -101,6 +161,7 @@ pub struct ListQuery {
     #[serde(default)]
     pub awaiting_me: Option<bool>,
     /// Page size, 1 to 200 (default 50).
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 200))]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -196,7 +257,8 @@ pub struct WhoAmI {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct DevLoginRequest {
-    /// One of the configured demo users.
+    /// One of the configured demo users (`dev_users` of `GET /whoami`).
+    #[cfg_attr(feature = "server", schema(example = "bob"))]
     pub user: String,
 }
 

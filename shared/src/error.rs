@@ -20,6 +20,8 @@ pub enum ErrorCode {
     CsrfFailed,
     /// No such session, environment or route (404).
     NotFound,
+    /// The route exists but not with this HTTP method (405); `Allow` lists the methods.
+    MethodNotAllowed,
     /// The session is not in a state that allows this (409); `state` names the current one.
     WrongState,
     /// Someone else changed the session first (409); reload and retry.
@@ -38,6 +40,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden | ErrorCode::CsrfFailed => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
             ErrorCode::WrongState | ErrorCode::Conflict => 409,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,

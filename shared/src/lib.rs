@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod error;
+pub mod listing;
 pub mod permissions;
 pub mod recording;
 pub mod session;

@@ -220,3 +220,25 @@ mod tests {
         assert_eq!(c.finish(), "\u{FFFD}");
     }
 }
+
+/// The API's answer to "is this recording intact?" (`GET /sessions/{id}/recording/verify`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct VerifyResult {
+    /// No check failed.
+    pub ok: bool,
+    /// Every check, in order.
+    pub checks: Vec<VerifyCheck>,
+}
+
+/// One verification check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct VerifyCheck {
+    /// Name, e.g. `hash on record`.
+    pub name: String,
+    /// `pass`, `fail` or `skipped`.
+    pub outcome: String,
+    /// What was seen.
+    pub detail: String,
+}

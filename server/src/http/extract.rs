@@ -47,7 +47,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         let de = &mut serde_json::Deserializer::from_slice(&bytes);
         serde_path_to_error::deserialize(de)
             .map(ApiJson)
-            .map_err(|e| field_error(e.path().to_string(), e.inner().to_string()))
+            .map_err(|e| field_error(e.path().to_string(), e.inner().to_string(), "body"))
     }
 }
 
@@ -63,21 +63,24 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
         let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(q.as_bytes()));
         serde_path_to_error::deserialize(de)
             .map(ApiQuery)
-            .map_err(|e| field_error(e.path().to_string(), e.inner().to_string()))
+            .map_err(|e| field_error(e.path().to_string(), e.inner().to_string(), "query"))
     }
 }
 
 /// Names the field of a serde error: the path when serde knows it, else the field a
-/// "missing field `x`" message mentions.
-fn field_error(path: String, message: String) -> ApiError {
+/// "missing field `x`" or "duplicate field `x`" message mentions, else `whole` (the body or the
+/// query string as a whole).
+fn field_error(path: String, message: String, whole: &str) -> ApiError {
     let field = if path != "." && !path.is_empty() {
         path
     } else {
         message
             .split('`')
             .nth(1)
-            .filter(|_| message.starts_with("missing field"))
-            .map_or_else(|| "body".to_string(), str::to_string)
+            .filter(|_| {
+                message.starts_with("missing field") || message.starts_with("duplicate field")
+            })
+            .map_or_else(|| whole.to_string(), str::to_string)
     };
     // serde's messages carry positions that mean nothing to users.
     let message = message

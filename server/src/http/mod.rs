@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use breakglass_shared::api::{EnvironmentInfo, UserInfo, WhoAmI};
-use breakglass_shared::ErrorBody;
+use breakglass_shared::{ErrorBody, ErrorCode};
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
@@ -19,9 +19,12 @@ use crate::auth::{self, CurrentUser, MaybeUser};
 use crate::error::ApiError;
 use crate::state::AppState;
 
+pub mod clusters;
 pub mod events;
 pub mod extract;
+pub mod recordings;
 pub mod sessions;
+pub mod terminal;
 
 /// The OpenAPI document of the whole API.
 #[derive(OpenApi)]
@@ -45,6 +48,11 @@ pub mod sessions;
         sessions::terminate,
         sessions::review,
         events::stream,
+        recordings::recording,
+        recordings::verify,
+        clusters::namespaces,
+        clusters::pods,
+        clusters::guardrails,
     ),
     components(schemas(breakglass_shared::api::SessionEventRecord))
 )]
@@ -66,7 +74,18 @@ pub fn app(state: AppState) -> Router {
         .route("/sessions/{id}/terminate", post(sessions::terminate))
         .route("/sessions/{id}/review", post(sessions::review))
         .route("/events", get(events::stream))
+        .route("/sessions/{id}/terminal", get(terminal::terminal))
+        .route("/sessions/{id}/recording", get(recordings::recording))
+        .route("/sessions/{id}/recording/verify", get(recordings::verify))
+        .route("/environments/{env}/namespaces", get(clusters::namespaces))
+        .route(
+            "/environments/{env}/namespaces/{ns}/pods",
+            get(clusters::pods),
+        )
+        .route("/environments/{env}/guardrails", get(clusters::guardrails))
         .route("/openapi.json", get(openapi))
+        // After the routes: it applies to those registered before it. Axum keeps `Allow`.
+        .method_not_allowed_fallback(api_method_not_allowed)
         .fallback(api_not_found);
     let index = state.config.static_dir.join("index.html");
     let frontend = ServeDir::new(&state.config.static_dir).fallback(ServeFile::new(index));
@@ -106,6 +125,15 @@ async fn count_requests(State(state): State<AppState>, req: Request, next: Next)
 
 async fn api_not_found() -> ApiError {
     ApiError::not_found("no such API route; see /api/breakglass/openapi.json")
+}
+
+async fn api_method_not_allowed(method: axum::http::Method) -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!(
+            "this API route does not take {method}; the Allow header lists the methods it takes"
+        ),
+    )
 }
 
 /// What the UI needs to know about the caller.

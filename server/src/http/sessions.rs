@@ -113,7 +113,8 @@ pub async fn list(
             format!("limit: must be between 1 and {MAX_PAGE}"),
         ));
     }
-    let before = match &q.cursor {
+    // An empty `cursor=` (a form field left blank) means the first page.
+    let before = match q.cursor.as_deref().filter(|c| !c.is_empty()) {
         Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
             ApiError::invalid(
                 "cursor",

@@ -103,6 +103,15 @@ pub trait Store: Send + Sync + 'static {
     async fn events(&self, id: Uuid) -> Result<Vec<SessionEventRecord>, StoreError>;
     /// Row counts of the sessions and events tables (operations and tests).
     async fn counts(&self) -> Result<(i64, i64), StoreError>;
+    /// Takes or renews lease `name` for `holder` until `now_ms + ttl_ms` if it is free, expired
+    /// or already ours; true when `holder` holds it afterwards.
+    async fn try_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Opens the store named by `url`, creating the SQLite file (and its directory) on first run,
@@ -431,6 +440,29 @@ macro_rules! sql_store {
                     .fetch_all(&self.pool)
                     .await?;
                 rows.iter().map(decode_event).collect()
+            }
+
+            async fn try_lease(
+                &self,
+                name: &str,
+                holder: &str,
+                now_ms: i64,
+                ttl_ms: i64,
+            ) -> Result<bool, StoreError> {
+                let done = sqlx::query(
+                    "INSERT INTO breakglass_leases (name, holder, expires_at_ms) VALUES ($1, $2, $3) \
+                     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
+                     expires_at_ms = excluded.expires_at_ms \
+                     WHERE breakglass_leases.holder = excluded.holder \
+                     OR breakglass_leases.expires_at_ms < $4",
+                )
+                .bind(name)
+                .bind(holder)
+                .bind(now_ms.saturating_add(ttl_ms))
+                .bind(now_ms)
+                .execute(&self.pool)
+                .await?;
+                Ok(done.rows_affected() == 1)
             }
 
             async fn counts(&self) -> Result<(i64, i64), StoreError> {

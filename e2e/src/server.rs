@@ -1,0 +1,252 @@
+//! The break-glass server under test: the real binary as a child process (so tests can kill
+//! and restart it), configured against the test control plane, and a small HTTP client that
+//! signs in as the demo users.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Path of the server binary: `BREAKGLASS_SERVER_BIN`, else built with cargo once.
+pub fn server_binary() -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var("BREAKGLASS_SERVER_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "breakglass-server"])
+        .current_dir(&root)
+        .status()
+        .context("running cargo build -p breakglass-server")?;
+    if !status.success() {
+        bail!("cargo build -p breakglass-server failed");
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target"));
+    Ok(target.join("debug").join("breakglass-server"))
+}
+
+/// A running server process.
+pub struct ServerProcess {
+    child: Child,
+    /// Base URL, e.g. `http://127.0.0.1:40123`.
+    pub url: String,
+    /// Everything it printed on stderr so far is appended here (for failure messages).
+    pub log: PathBuf,
+}
+
+impl ServerProcess {
+    /// Starts the binary with `config` (a TOML file) and `data_dir`, and optional extra
+    /// environment variables (e.g. a failpoint); waits for its "listening" line.
+    pub async fn start(
+        config: &Path,
+        data_dir: &Path,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<ServerProcess> {
+        let bin = server_binary()?;
+        std::fs::create_dir_all(data_dir)?;
+        let log = data_dir.join("server.log");
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let mut cmd = Command::new(&bin);
+        cmd.arg("--config")
+            .arg(config)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .env("RUST_LOG", "info,breakglass_server=debug")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_file))
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let mut lines = BufReader::new(stdout).lines();
+        let url = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await? {
+                if let Some(rest) = line.strip_prefix("break-glass is listening: open ") {
+                    return Ok::<_, anyhow::Error>(rest.trim_end_matches('/').to_string());
+                }
+            }
+            bail!("server exited before listening")
+        })
+        .await
+        .map_err(|_| anyhow!("server did not start listening within 60 s"))??;
+        // Keep draining stdout so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(ServerProcess { child, url, log })
+    }
+
+    /// Waits for the process to exit by itself (e.g. at a failpoint); its exit code.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> anyhow::Result<Option<i32>> {
+        let status = tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .map_err(|_| {
+                anyhow!(
+                    "server still running after {timeout:?}; log:\n{}",
+                    self.log_text()
+                )
+            })??;
+        Ok(status.code())
+    }
+
+    /// Kills it (SIGKILL) and waits.
+    pub async fn kill(&mut self) -> anyhow::Result<()> {
+        self.child.kill().await?;
+        Ok(())
+    }
+
+    /// The server's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A client signed in as demo user `user`.
+    pub async fn login(&self, user: &str) -> anyhow::Result<ApiClient> {
+        ApiClient::login(&self.url, user).await
+    }
+}
+
+/// An HTTP client of the API, signed in as one user.
+#[derive(Clone)]
+pub struct ApiClient {
+    http: reqwest::Client,
+    base: String,
+    csrf: String,
+    /// The user.
+    pub user: String,
+}
+
+impl ApiClient {
+    /// Signs in as demo user `user` on the server at `base`.
+    pub async fn login(base: &str, user: &str) -> anyhow::Result<ApiClient> {
+        let http = reqwest::Client::builder().cookie_store(true).build()?;
+        let r = http
+            .post(format!("{base}/api/breakglass/auth/dev-login"))
+            .json(&json!({ "user": user }))
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!(
+                "login as {user}: {} {}",
+                r.status(),
+                r.text().await.unwrap_or_default()
+            );
+        }
+        let body: Value = r.json().await?;
+        let csrf = body["csrf_token"]
+            .as_str()
+            .ok_or_else(|| anyhow!("no csrf token"))?
+            .to_string();
+        Ok(ApiClient {
+            http,
+            base: base.to_string(),
+            csrf,
+            user: user.to_string(),
+        })
+    }
+
+    /// POSTs `body` to an API path (under `/api/breakglass`); returns status and JSON.
+    pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<(u16, Value)> {
+        let r = self
+            .http
+            .post(format!("{}/api/breakglass{path}", self.base))
+            .header("x-csrf-token", &self.csrf)
+            .json(&body)
+            .send()
+            .await?;
+        let status = r.status().as_u16();
+        Ok((status, r.json().await.unwrap_or(Value::Null)))
+    }
+
+    /// GETs an API path; returns status and JSON.
+    pub async fn get(&self, path: &str) -> anyhow::Result<(u16, Value)> {
+        let r = self
+            .http
+            .get(format!("{}/api/breakglass{path}", self.base))
+            .send()
+            .await?;
+        let status = r.status().as_u16();
+        Ok((status, r.json().await.unwrap_or(Value::Null)))
+    }
+
+    /// Creates a request; returns the session id.
+    pub async fn create(&self, body: Value) -> anyhow::Result<String> {
+        let (status, v) = self.post("/sessions", body).await?;
+        if status != 201 {
+            bail!("create as {}: {status} {v}", self.user);
+        }
+        v["id"]
+            .as_str()
+            .map(String::from)
+            .ok_or_else(|| anyhow!("no id in {v}"))
+    }
+
+    /// The session JSON.
+    pub async fn session(&self, id: &str) -> anyhow::Result<Value> {
+        let (status, v) = self.get(&format!("/sessions/{id}")).await?;
+        if status != 200 {
+            bail!("get {id}: {status} {v}");
+        }
+        Ok(v)
+    }
+
+    /// Waits, bounded, until the session is in one of `states`; returns its detail JSON.
+    pub async fn wait_state(
+        &self,
+        id: &str,
+        states: &[&str],
+        timeout: Duration,
+    ) -> anyhow::Result<Value> {
+        let what = format!("session {id} in {states:?}");
+        crate::wait_until(&what, timeout, || async {
+            let d = self.session(id).await?;
+            let st = d["session"]["state"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if states.contains(&st.as_str()) {
+                Ok(Some(d))
+            } else {
+                Err(anyhow!(
+                    "state is {st}; failure: {}",
+                    d["session"]["failure"]
+                ))
+            }
+        })
+        .await
+    }
+}
+
+/// A server configuration (TOML) with demo users and one environment per `(name, tier,
+/// kubeconfig)`; sweep every second.
+pub fn config_toml(envs: &[(&str, &str, &Path)], extra: &str) -> String {
+    let mut s = String::from(
+        "sweep_interval_seconds = 1\nactivation_timeout_seconds = 30\napproval_expiry_minutes = 60\n\n[dev_login]\nenabled = true\n\n",
+    );
+    s.push_str(extra);
+    for (name, tier, kubeconfig) in envs {
+        s.push_str(&format!(
+            "\n[[environments]]\nname = \"{name}\"\ntier = \"{tier}\"\ncluster = {{ kind = \"kubeconfig\", path = \"{}\" }}\n\
+             [environments.permissions]\n\
+             \"tower.breakglass.request\" = {{ groups = [\"engineers\", \"sre\", \"admins\"] }}\n\
+             \"tower.breakglass.approve\" = {{ groups = [\"sre\", \"admins\"] }}\n\
+             \"tower.breakglass.terminate\" = {{ groups = [\"admins\"] }}\n\
+             \"tower.breakglass.self\" = {{ groups = [\"admins\"] }}\n",
+            kubeconfig.display()
+        ));
+    }
+    s
+}

@@ -1,0 +1,5 @@
+//! Command-line tools of `breakglass-server` besides serving.
+
+pub mod doctor;
+pub mod policies;
+pub mod recordings;

@@ -1,0 +1,216 @@
+//! `breakglass-server recordings init-bucket` and `breakglass-server verify-recording`.
+//!
+//! Both read the bucket settings from `TOWER_BREAKGLASS_MINIO_*` (see
+//! [`S3Config::from_env`]); `init-bucket` needs an administrator key there, while
+//! `verify-recording` works with the server's own put/get key.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use breakglass_shared::session::{RecordingRef, RekorEntry};
+use uuid::Uuid;
+
+use crate::recording::{
+    least_privilege_policy, recording_key, verify, InitBucketOutcome, InitBucketReport, LocalStore,
+    RecordingStore, S3Config, S3Store, VerifyReport,
+};
+
+/// `breakglass-server recordings ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum RecordingsCommand {
+    /// Create the recordings bucket with Object Lock and versioning, set the default
+    /// retention (GOVERNANCE, 365 days), try the 365-day lifecycle rule, and print the
+    /// least-privilege policy for the server's key. Uses the TOWER_BREAKGLASS_MINIO_*
+    /// settings with an administrator key. Idempotent.
+    InitBucket(InitBucketArgs),
+}
+
+/// Flags of `recordings init-bucket`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct InitBucketArgs {
+    /// Access key (or ARN) of the server's own account: also print the policy as a bucket
+    /// policy naming it (for servers that use bucket policies, such as versitygw or AWS).
+    #[arg(long)]
+    pub server_access_key: Option<String>,
+}
+
+/// Flags of `verify-recording`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VerifyRecordingArgs {
+    /// The session whose recording to verify.
+    pub session_id: Uuid,
+    /// Object key (default `sessions/<SESSION_ID>.cast`).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Version id on the session row.
+    #[arg(long)]
+    pub version: Option<String>,
+    /// SHA-256 (hex) on the session row.
+    #[arg(long)]
+    pub sha256: Option<String>,
+    /// Byte count on the session row.
+    #[arg(long)]
+    pub bytes: Option<u64>,
+    /// Data directory whose `recordings/` holds the local store (used when no
+    /// TOWER_BREAKGLASS_MINIO_ENDPOINT is set).
+    #[arg(long, env = "BREAKGLASS_DATA_DIR", default_value = ".breakglass")]
+    pub data_dir: PathBuf,
+}
+
+/// Where the embedded local store keeps recordings under a data directory.
+pub fn local_recordings_dir(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("recordings")
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+/// Runs a `recordings` subcommand (exit 0 on success, 1 on failure, 2 on bad settings).
+pub fn main(cmd: RecordingsCommand) -> ExitCode {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    match cmd {
+        RecordingsCommand::InitBucket(args) => {
+            let config = match S3Config::from_env() {
+                Ok(Some(c)) => c,
+                Ok(None) => {
+                    eprintln!(
+                        "error: TOWER_BREAKGLASS_MINIO_ENDPOINT is not set; init-bucket needs the \
+                         S3 endpoint, region, bucket and an administrator key in \
+                         TOWER_BREAKGLASS_MINIO_*"
+                    );
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match rt.block_on(init_bucket(&config)) {
+                Ok(report) => {
+                    print!(
+                        "{}",
+                        init_bucket_text(&report, args.server_access_key.as_deref())
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+/// Creates and configures the bucket of `config` (see [`S3Store::init_bucket`]).
+pub async fn init_bucket(config: &S3Config) -> anyhow::Result<InitBucketReport> {
+    let store = S3Store::new(config.clone())?;
+    Ok(store.init_bucket().await?)
+}
+
+/// The text `init-bucket` prints: the steps, a note when something is not supported, and the
+/// least-privilege policy (as an identity policy, and as a bucket policy when the server's
+/// access key is known).
+pub fn init_bucket_text(report: &InitBucketReport, server_access_key: Option<&str>) -> String {
+    let mut out = format!("bucket {}\n{report}", report.bucket);
+    if report
+        .steps
+        .iter()
+        .any(|(_, o)| matches!(o, InitBucketOutcome::NotSupported(_)))
+    {
+        out.push_str(
+            "\nnote: this server does not support every setting above; the bucket is still \
+             usable (every version is locked by the server's own retention headers), but \
+             expiry after 365 days must be arranged on the storage side.\n",
+        );
+    }
+    let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v).unwrap_or_default();
+    out.push_str(
+        "\nLeast-privilege policy for the server's key (attach to its user; MinIO / AWS IAM):\n",
+    );
+    out.push_str(&pretty(least_privilege_policy(&report.bucket, None)));
+    out.push('\n');
+    if let Some(principal) = server_access_key {
+        out.push_str(&format!(
+            "\nThe same as a bucket policy for principal {principal} (versitygw / AWS bucket policy):\n"
+        ));
+        out.push_str(&pretty(least_privilege_policy(
+            &report.bucket,
+            Some(principal),
+        )));
+        out.push('\n');
+    }
+    out
+}
+
+/// Verifies `recording` in `store` and returns the report (print it with `Display`).
+pub async fn verify_recording(
+    store: &dyn RecordingStore,
+    recording: &RecordingRef,
+    rekor: Option<&RekorEntry>,
+) -> VerifyReport {
+    verify(store, recording, rekor).await
+}
+
+/// Opens the store `verify-recording` reads: S3 when `TOWER_BREAKGLASS_MINIO_ENDPOINT` is set,
+/// else the local store under `data_dir`.
+pub fn open_store(data_dir: &std::path::Path) -> anyhow::Result<Box<dyn RecordingStore>> {
+    Ok(match S3Config::from_env()? {
+        Some(c) => Box::new(S3Store::new(c)?),
+        None => Box::new(LocalStore::new(local_recordings_dir(data_dir))),
+    })
+}
+
+/// Runs `verify-recording` (exit 0 when verified, 1 when a check failed, 2 on bad input).
+///
+/// Until the session-row lookup is wired, the row's values come from `--version`,
+/// `--sha256` and `--bytes`.
+pub fn verify_main(args: VerifyRecordingArgs) -> ExitCode {
+    let (Some(version), Some(sha256), Some(bytes)) =
+        (args.version.clone(), args.sha256.clone(), args.bytes)
+    else {
+        eprintln!(
+            "error: reading session {} from the database is not wired yet; pass the row's \
+             --version, --sha256 and --bytes",
+            args.session_id
+        );
+        return ExitCode::from(2);
+    };
+    let recording = RecordingRef {
+        key: args
+            .key
+            .clone()
+            .unwrap_or_else(|| recording_key(args.session_id)),
+        version,
+        sha256,
+        bytes,
+    };
+    let store = match open_store(&args.data_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let report = rt.block_on(verify_recording(store.as_ref(), &recording, None));
+    println!("{report}");
+    if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,412 @@
+//! The cluster objects a session creates, built as plain values (no I/O), so their shape can be
+//! tested against what the admission policies admit.
+
+use std::collections::BTreeMap;
+
+use breakglass_shared::session::short_id;
+use breakglass_shared::{Session, Tier};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, EnvVar, EphemeralContainer, Pod, PodSpec, SecurityContext,
+};
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// Label on everything the server creates.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "tower-breakglass");
+/// Label naming the session on grants.
+pub const SESSION_LABEL: &str = "hangar.io/breakglass-session";
+/// Kyverno's TTL cleanup label (the backstop when the server is gone).
+pub const TTL_LABEL: &str = "cleanup.kyverno.io/ttl";
+/// Grant annotation: who asked.
+pub const REQUESTER_ANNOTATION: &str = "hangar.io/breakglass-requester";
+/// Grant annotation: how long.
+pub const TTL_ANNOTATION: &str = "hangar.io/breakglass-ttl";
+/// Grant annotation (Flight): who approved.
+pub const APPROVER_ANNOTATION: &str = "hangar.io/breakglass-approver";
+/// Grant annotation (Flight): glass broken instead.
+pub const GLASS_BROKEN_ANNOTATION: &str = "hangar.io/breakglass-glass-broken";
+/// Pod annotation allowing process access for one session.
+pub const PROCESS_ACCESS_ANNOTATION: &str = "hangar.io/breakglass-process-access";
+/// Label on copy pods.
+pub const COPY_LABEL: &str = "hangar.io/breakglass-copy";
+/// Env var on the debug container naming its session (the policies match it to the name).
+pub const SESSION_ENV: &str = "BREAKGLASS_SESSION";
+/// ClusterRole bound for live sessions.
+pub const LIVE_ROLE: &str = "tower-breakglass-debug-live";
+/// ClusterRole bound for copy sessions.
+pub const COPY_ROLE: &str = "tower-breakglass-debug-copy";
+
+/// `breakglass-<short id>`.
+pub fn grant_name(s: &Session) -> String {
+    format!("breakglass-{}", s.short_id())
+}
+
+/// `debug-<short id>`.
+pub fn debug_container_name(s: &Session) -> String {
+    format!("debug-{}", s.short_id())
+}
+
+/// `<pod>-bg-<short id>`, shortened so the name stays a valid pod name.
+pub fn copy_pod_name(s: &Session) -> String {
+    let suffix = format!("-bg-{}", short_id(&s.id));
+    let keep = 63usize.saturating_sub(suffix.len());
+    let base: String = s.pod.chars().take(keep).collect();
+    format!("{}{suffix}", base.trim_end_matches(['-', '.']))
+}
+
+/// The RBAC subject for the server's username on a cluster.
+pub fn subject_for(username: &str) -> Subject {
+    match username
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'))
+    {
+        Some((ns, name)) => Subject {
+            kind: "ServiceAccount".into(),
+            name: name.into(),
+            namespace: Some(ns.into()),
+            api_group: None,
+        },
+        None => Subject {
+            kind: "User".into(),
+            name: username.into(),
+            namespace: None,
+            api_group: Some("rbac.authorization.k8s.io".into()),
+        },
+    }
+}
+
+/// The grant: binds the mode's debug role to the server itself, in the pod's namespace only.
+pub fn grant(s: &Session, server_username: &str) -> RoleBinding {
+    let ttl = format!("{}m", s.duration_minutes);
+    let mut labels = BTreeMap::from([
+        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+        (SESSION_LABEL.to_string(), s.id.to_string()),
+        (TTL_LABEL.to_string(), ttl.clone()),
+    ]);
+    labels.retain(|_, v| !v.is_empty());
+    let mut annotations = BTreeMap::from([
+        (REQUESTER_ANNOTATION.to_string(), s.requester.clone()),
+        (TTL_ANNOTATION.to_string(), ttl),
+    ]);
+    if s.tier == Tier::Flight {
+        if s.glass_broken_by.is_some() {
+            annotations.insert(GLASS_BROKEN_ANNOTATION.into(), "true".into());
+        } else if let Some(a) = &s.approver {
+            annotations.insert(APPROVER_ANNOTATION.into(), a.clone());
+        }
+    }
+    RoleBinding {
+        metadata: ObjectMeta {
+            name: Some(grant_name(s)),
+            namespace: Some(s.namespace.clone()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: match s.mode {
+                breakglass_shared::Mode::Live => LIVE_ROLE.into(),
+                breakglass_shared::Mode::Copy => COPY_ROLE.into(),
+            },
+        },
+        subjects: Some(vec![subject_for(server_username)]),
+    }
+}
+
+fn debug_security_context(process_access: bool) -> SecurityContext {
+    SecurityContext {
+        privileged: Some(false),
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            add: process_access.then(|| vec!["SYS_PTRACE".to_string()]),
+            drop: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// The ephemeral debug container (live mode).
+pub fn ephemeral_container(s: &Session, image: &str) -> EphemeralContainer {
+    EphemeralContainer {
+        name: debug_container_name(s),
+        image: Some(image.into()),
+        stdin: Some(true),
+        tty: Some(true),
+        env: Some(vec![EnvVar {
+            name: SESSION_ENV.into(),
+            value: Some(s.id.to_string()),
+            value_from: None,
+        }]),
+        target_container_name: s.target_container.clone(),
+        security_context: Some(debug_security_context(s.target_container.is_some())),
+        ..Default::default()
+    }
+}
+
+/// The hardened copy of `original` with the debug container (copy mode): no labels (so no
+/// Service selects it), no owner, no service-account token, no host namespaces or host paths,
+/// no probes, a shared process namespace, and the debug container as a regular container.
+pub fn copy_pod(s: &Session, original: &Pod, image: &str) -> Pod {
+    let spec = original.spec.clone().unwrap_or_default();
+    let host_path_volumes: Vec<String> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.host_path.is_some() || v.name.starts_with("kube-api-access-"))
+        .map(|v| v.name.clone())
+        .collect();
+    let harden = |mut c: Container| {
+        c.liveness_probe = None;
+        c.readiness_probe = None;
+        c.startup_probe = None;
+        let mut sc = c.security_context.take().unwrap_or_default();
+        sc.privileged = Some(false);
+        sc.allow_privilege_escalation = Some(false);
+        c.security_context = Some(sc);
+        if let Some(m) = c.volume_mounts.as_mut() {
+            m.retain(|vm| !host_path_volumes.contains(&vm.name));
+        }
+        c
+    };
+    let mut containers: Vec<Container> = spec.containers.into_iter().map(harden).collect();
+    containers.push(Container {
+        name: debug_container_name(s),
+        image: Some(image.into()),
+        stdin: Some(true),
+        tty: Some(true),
+        env: Some(vec![EnvVar {
+            name: SESSION_ENV.into(),
+            value: Some(s.id.to_string()),
+            value_from: None,
+        }]),
+        security_context: Some(debug_security_context(s.target_container.is_some())),
+        ..Default::default()
+    });
+    let volumes = spec.volumes.map(|vs| {
+        vs.into_iter()
+            .filter(|v| !host_path_volumes.contains(&v.name))
+            .collect::<Vec<_>>()
+    });
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(copy_pod_name(s)),
+            namespace: Some(s.namespace.clone()),
+            // The policies allow process access (SYS_PTRACE) only on a pod naming the session.
+            annotations: s.target_container.as_ref().map(|_| {
+                BTreeMap::from([(PROCESS_ACCESS_ANNOTATION.to_string(), s.id.to_string())])
+            }),
+            labels: Some(BTreeMap::from([
+                (COPY_LABEL.to_string(), s.id.to_string()),
+                (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+                (TTL_LABEL.to_string(), format!("{}m", s.duration_minutes)),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers,
+            init_containers: spec
+                .init_containers
+                .map(|v| v.into_iter().map(harden).collect()),
+            volumes,
+            automount_service_account_token: Some(false),
+            share_process_namespace: Some(true),
+            restart_policy: Some("Never".into()),
+            host_network: None,
+            host_pid: None,
+            host_ipc: None,
+            node_selector: spec.node_selector,
+            tolerations: spec.tolerations,
+            affinity: spec.affinity,
+            image_pull_secrets: spec.image_pull_secrets,
+            security_context: spec.security_context,
+            termination_grace_period_seconds: Some(0),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Whether the debugged pod is deleted at the end (live mode), by the tier rule: a pod with no
+/// owner never is; a pod whose owner has other ready pods always is (replaced without an
+/// outage, so no debug container lingers); the owner's last ready pod only on Ground and only
+/// when the requester asked.
+pub fn should_recycle(tier: Tier, asked: bool, has_owner: bool, other_ready_pods: usize) -> bool {
+    if !has_owner {
+        return false;
+    }
+    if other_ready_pods > 0 {
+        return true;
+    }
+    tier == Tier::Ground && asked
+}
+
+/// Whether a pod is Ready.
+pub fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The controller owner's uid, if any.
+pub fn controller_uid(p: &Pod) -> Option<String> {
+    p.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.clone())
+}
+
+/// Whether container `name` (regular or ephemeral) runs.
+pub fn container_running(p: &Pod, name: &str) -> bool {
+    let Some(st) = p.status.as_ref() else {
+        return false;
+    };
+    st.container_statuses
+        .iter()
+        .flatten()
+        .chain(st.ephemeral_container_statuses.iter().flatten())
+        .any(|c| c.name == name && c.state.as_ref().and_then(|s| s.running.as_ref()).is_some())
+}
+
+/// Whether container `name` ended (terminated) — a debug shell that exited.
+pub fn container_terminated(p: &Pod, name: &str) -> bool {
+    let Some(st) = p.status.as_ref() else {
+        return false;
+    };
+    st.container_statuses
+        .iter()
+        .flatten()
+        .chain(st.ephemeral_container_statuses.iter().flatten())
+        .any(|c| {
+            c.name == name
+                && c.state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .is_some()
+        })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use breakglass_shared::session::NewSession;
+    use breakglass_shared::Mode;
+    use uuid::Uuid;
+
+    fn session(tier: Tier, mode: Mode) -> Session {
+        Session::new_request(
+            Uuid::parse_str("01a22929-d3ca-70c7-8b07-0ce9004d43f4").unwrap(),
+            NewSession {
+                environment: "prod".into(),
+                tier,
+                namespace: "shop".into(),
+                pod: "web-1".into(),
+                target_container: Some("app".into()),
+                mode,
+                reason: "checking a stuck worker".into(),
+                ticket: None,
+                duration_minutes: 30,
+                recycle: false,
+                requester: "alice".into(),
+            },
+            time::OffsetDateTime::UNIX_EPOCH,
+        )
+    }
+
+    #[test]
+    fn names_follow_the_contract() {
+        let s = session(Tier::Flight, Mode::Live);
+        assert_eq!(grant_name(&s), "breakglass-004d43f4");
+        assert_eq!(debug_container_name(&s), "debug-004d43f4");
+        assert_eq!(copy_pod_name(&s), "web-1-bg-004d43f4");
+        let mut long = s.clone();
+        long.pod = "x".repeat(80);
+        assert!(copy_pod_name(&long).len() <= 63);
+    }
+
+    #[test]
+    fn grant_subject_follows_identity_and_flight_carries_the_approver() {
+        let mut s = session(Tier::Flight, Mode::Live);
+        s.approver = Some("bob".into());
+        let g = grant(&s, "system:serviceaccount:breakglass:breakglass-server");
+        let subj = &g.subjects.as_ref().unwrap()[0];
+        assert_eq!(
+            (
+                subj.kind.as_str(),
+                subj.name.as_str(),
+                subj.namespace.as_deref()
+            ),
+            ("ServiceAccount", "breakglass-server", Some("breakglass"))
+        );
+        assert_eq!(g.role_ref.name, LIVE_ROLE);
+        let ann = g.metadata.annotations.as_ref().unwrap();
+        assert_eq!(ann[APPROVER_ANNOTATION], "bob");
+        assert_eq!(ann[TTL_ANNOTATION], "30m");
+        let labels = g.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels[SESSION_LABEL], s.id.to_string());
+        let u = grant(
+            &session(Tier::Ground, Mode::Copy),
+            "hangar:home:tower-actor",
+        );
+        assert_eq!(u.subjects.as_ref().unwrap()[0].kind, "User");
+        assert_eq!(u.role_ref.name, COPY_ROLE);
+        assert!(!u
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key(APPROVER_ANNOTATION));
+    }
+
+    #[test]
+    fn recycle_matrix() {
+        for tier in [Tier::Ground, Tier::Flight] {
+            for asked in [false, true] {
+                assert!(!should_recycle(tier, asked, false, 3), "no owner: never");
+                assert!(should_recycle(tier, asked, true, 2), "not last: replaced");
+                assert_eq!(
+                    should_recycle(tier, asked, true, 0),
+                    tier == Tier::Ground && asked,
+                    "last ready"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn copy_pod_is_hardened() {
+        let s = session(Tier::Ground, Mode::Copy);
+        let original: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "labels": {"app": "web"}, "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u", "controller": true}]},
+            "spec": {"hostNetwork": true, "serviceAccountName": "web",
+                     "containers": [{"name": "app", "image": "nginx", "livenessProbe": {"exec": {"command": ["true"]}},
+                                     "securityContext": {"privileged": true},
+                                     "volumeMounts": [{"name": "host", "mountPath": "/h"}, {"name": "data", "mountPath": "/d"}]}],
+                     "volumes": [{"name": "host", "hostPath": {"path": "/"}}, {"name": "data", "emptyDir": {}}]}
+        }))
+        .unwrap();
+        let c = copy_pod(&s, &original, "img@sha256:0");
+        let labels = c.metadata.labels.as_ref().unwrap();
+        assert!(!labels.contains_key("app"));
+        assert_eq!(labels[COPY_LABEL], s.id.to_string());
+        assert!(c.metadata.owner_references.is_none());
+        let spec = c.spec.unwrap();
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        assert_eq!(spec.host_network, None);
+        assert_eq!(spec.share_process_namespace, Some(true));
+        assert_eq!(spec.volumes.as_ref().unwrap().len(), 1);
+        let app = &spec.containers[0];
+        assert!(app.liveness_probe.is_none());
+        assert_eq!(
+            app.security_context.as_ref().unwrap().privileged,
+            Some(false)
+        );
+        assert_eq!(app.volume_mounts.as_ref().unwrap().len(), 1);
+        assert_eq!(spec.containers[1].name, "debug-004d43f4");
+    }
+}

@@ -1,0 +1,121 @@
+//! `/environments/{env}/...`: namespaces, pods and guardrail health, read with the server's
+//! standing read access.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::Json;
+use breakglass_shared::listing::{NamespaceInfo, PodInfo};
+use breakglass_shared::{ErrorBody, ErrorCode, PermissionSet};
+
+use crate::auth::CurrentUser;
+use crate::cluster::listing::{namespace_info, pod_info};
+use crate::cluster::Clusters;
+use crate::config::Environment;
+use crate::error::ApiError;
+use crate::guardrails::doctor::GuardrailReport;
+use crate::state::AppState;
+
+fn environment<'a>(
+    state: &'a AppState,
+    user: &CurrentUser,
+    env: &str,
+) -> Result<&'a Environment, ApiError> {
+    let e = state
+        .config
+        .environment(env)
+        .ok_or_else(|| ApiError::not_found(format!("no environment {env}")))?;
+    if e.permissions_of(&user.name, &user.groups) == PermissionSet::NONE {
+        return Err(ApiError::not_found(format!("no environment {env}")));
+    }
+    Ok(e)
+}
+
+fn clusters(state: &AppState, env: &Environment) -> Result<Arc<Clusters>, ApiError> {
+    state
+        .cluster_driver
+        .clone()
+        .filter(|c| env.cluster.is_some() && c.has(&env.name))
+        // A configuration fact, not an outage: a 4xx whose message reaches the user (5xx
+        // messages are replaced by a generic one), and no error in the logs on every call.
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "environment {} has no cluster configured, so its namespaces and pods cannot be listed",
+                env.name
+            ))
+        })
+}
+
+fn unavailable(e: crate::cluster::ClusterError) -> ApiError {
+    ApiError::new(ErrorCode::Unavailable, e.to_string())
+}
+
+/// Namespaces of an environment's cluster.
+#[utoipa::path(get, path = "/api/breakglass/environments/{env}/namespaces", tag = "environments",
+    params(("env" = String, Path, description = "Environment name")),
+    responses(
+        (status = 200, description = "Namespaces", body = Vec<NamespaceInfo>),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 404, description = "No such environment, or it has no cluster configured", body = ErrorBody),
+        (status = 503, description = "The cluster is unreachable", body = ErrorBody),
+    ))]
+pub async fn namespaces(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(env): Path<String>,
+) -> Result<Json<Vec<NamespaceInfo>>, ApiError> {
+    let e = environment(&state, &user, &env)?;
+    let c = clusters(&state, e)?;
+    let list = c.namespaces(&env).await.map_err(unavailable)?;
+    Ok(Json(
+        list.iter()
+            .filter_map(|n| namespace_info(n, &e.protected_namespaces))
+            .collect(),
+    ))
+}
+
+/// Pods of a namespace, with containers, readiness and owners.
+#[utoipa::path(get, path = "/api/breakglass/environments/{env}/namespaces/{ns}/pods", tag = "environments",
+    params(("env" = String, Path, description = "Environment name"), ("ns" = String, Path, description = "Namespace")),
+    responses(
+        (status = 200, description = "Pods", body = Vec<PodInfo>),
+        (status = 400, description = "The namespace is not a DNS-1123 label; `field` is `namespace`", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 404, description = "No such environment, or it has no cluster configured", body = ErrorBody),
+        (status = 503, description = "The cluster is unreachable", body = ErrorBody),
+    ))]
+pub async fn pods(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path((env, ns)): Path<(String, String)>,
+) -> Result<Json<Vec<PodInfo>>, ApiError> {
+    breakglass_shared::validate::dns_label("namespace", &ns)?;
+    let e = environment(&state, &user, &env)?;
+    let c = clusters(&state, e)?;
+    let list = c.pods(&env, &ns).await.map_err(unavailable)?;
+    Ok(Json(list.iter().filter_map(pod_info).collect()))
+}
+
+/// Guardrail health: the cluster's RBAC, admission policies and debug image pin, as `doctor`
+/// checks them.
+#[utoipa::path(get, path = "/api/breakglass/environments/{env}/guardrails", tag = "environments",
+    params(("env" = String, Path, description = "Environment name")),
+    responses(
+        (status = 200, description = "The report", body = GuardrailReport),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 404, description = "No such environment, or it has no cluster configured", body = ErrorBody),
+        (status = 503, description = "The cluster is unreachable", body = ErrorBody),
+    ))]
+pub async fn guardrails(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Path(env): Path<String>,
+) -> Result<Json<GuardrailReport>, ApiError> {
+    let e = environment(&state, &user, &env)?;
+    let c = clusters(&state, e)?;
+    let client = c.client(&env).await.map_err(unavailable)?;
+    let report = crate::guardrails::doctor::doctor(&client, &state.config, e)
+        .await
+        .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))?;
+    Ok(Json(report))
+}

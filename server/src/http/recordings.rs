@@ -1,0 +1,136 @@
+//! `/sessions/{id}/recording`: the cast (stream and download) and its verification, for the
+//! requester and for approvers and reviewers of the environment only.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use breakglass_shared::recording::{VerifyCheck, VerifyResult};
+use breakglass_shared::{ErrorBody, ErrorCode, Session};
+use serde::Deserialize;
+
+use crate::auth::CurrentUser;
+use crate::error::ApiError;
+use crate::http::extract::{ApiQuery, SessionId};
+use crate::recording::{recording_key, CheckOutcome};
+use crate::state::AppState;
+
+/// Query of the recording download.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+pub struct RecordingQuery {
+    /// `true`: as an attachment named `<id>.cast`.
+    pub download: Option<bool>,
+}
+
+async fn readable(
+    state: &AppState,
+    user: &CurrentUser,
+    id: uuid::Uuid,
+) -> Result<Session, ApiError> {
+    let s = state
+        .store
+        .get(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
+    let perms = user.permissions(state, &s.environment);
+    if s.requester != user.name && !perms.approve {
+        return Err(if perms == breakglass_shared::PermissionSet::NONE {
+            ApiError::not_found(format!("no session {id}"))
+        } else {
+            ApiError::forbidden("recordings are for the requester and for approvers and reviewers of this environment")
+        });
+    }
+    Ok(s)
+}
+
+/// The session's recording (asciicast v2): the version on record, or the latest while live.
+#[utoipa::path(get, path = "/api/breakglass/sessions/{id}/recording", tag = "recordings",
+    params(("id" = String, Path, description = "Session id (UUID)"), RecordingQuery),
+    responses(
+        (status = 200, description = "The cast", content_type = "application/x-asciicast", body = String),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not the requester nor an approver there", body = ErrorBody),
+        (status = 404, description = "No such session, or nothing recorded", body = ErrorBody),
+    ))]
+pub async fn recording(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    SessionId(id): SessionId,
+    ApiQuery(q): ApiQuery<RecordingQuery>,
+) -> Result<Response, ApiError> {
+    let s = readable(&state, &user, id).await?;
+    let relays = state
+        .relays
+        .clone()
+        .ok_or_else(|| ApiError::not_found("no recording store is configured"))?;
+    let live = !s.state.is_final();
+    let version = if live {
+        None
+    } else {
+        s.recording.as_ref().map(|r| r.version.clone())
+    };
+    if s.recording.is_none() {
+        return Err(ApiError::not_found("nothing was recorded for this session"));
+    }
+    let key = s
+        .recording
+        .as_ref()
+        .map_or_else(|| recording_key(id), |r| r.key.clone());
+    let bytes = relays
+        .store()
+        .get(&key, version.as_deref().filter(|v| !v.is_empty()))
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("the recording store: {e}")))?;
+    let mut res = ([(header::CONTENT_TYPE, "application/x-asciicast")], bytes).into_response();
+    if q.download == Some(true) {
+        if let Ok(v) = format!("attachment; filename=\"{id}.cast\"").parse() {
+            res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
+        }
+    }
+    Ok(res)
+}
+
+/// Checks the stored recording against the hash on the session row.
+#[utoipa::path(get, path = "/api/breakglass/sessions/{id}/recording/verify", tag = "recordings",
+    params(("id" = String, Path, description = "Session id (UUID)")),
+    responses(
+        (status = 200, description = "The checks", body = VerifyResult),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not the requester nor an approver there", body = ErrorBody),
+        (status = 404, description = "No such session, or nothing recorded", body = ErrorBody),
+    ))]
+pub async fn verify(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    SessionId(id): SessionId,
+) -> Result<Json<VerifyResult>, ApiError> {
+    let s = readable(&state, &user, id).await?;
+    let relays = state
+        .relays
+        .clone()
+        .ok_or_else(|| ApiError::not_found("no recording store is configured"))?;
+    let rec = s
+        .recording
+        .as_ref()
+        .ok_or_else(|| ApiError::not_found("nothing was recorded for this session"))?;
+    let report = crate::recording::verify(relays.store().as_ref(), rec, s.rekor.as_ref()).await;
+    Ok(Json(VerifyResult {
+        ok: report.ok(),
+        checks: report
+            .checks
+            .iter()
+            .map(|c| {
+                let (outcome, detail) = match &c.outcome {
+                    CheckOutcome::Pass(d) => ("pass", d),
+                    CheckOutcome::Fail(d) => ("fail", d),
+                    CheckOutcome::Skipped(d) => ("skipped", d),
+                };
+                VerifyCheck {
+                    name: c.name.to_string(),
+                    outcome: outcome.to_string(),
+                    detail: detail.clone(),
+                }
+            })
+            .collect(),
+    }))
+}

@@ -1,0 +1,28 @@
+//! `GET /sessions/{id}/terminal`: the WebSocket to the session's debug container.
+
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use crate::auth::{check_origin, CurrentUser};
+use crate::error::ApiError;
+use crate::http::extract::SessionId;
+use crate::state::AppState;
+
+/// Upgrades to the terminal WebSocket. Refusals after the upgrade (not the requester, not
+/// active, ended) are close frames with a code from `terminal::close` and a reason.
+pub async fn terminal(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    headers: HeaderMap,
+    SessionId(id): SessionId,
+    ws: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    // Browsers send cookies with cross-site WebSocket upgrades: the Origin check is the guard.
+    check_origin(&state, &headers)?;
+    let ctx = state.0.clone();
+    Ok(ws
+        .max_message_size(breakglass_shared::terminal::MAX_FRAME * 2)
+        .on_upgrade(move |socket| crate::relay::serve(ctx, socket, id, user.name)))
+}

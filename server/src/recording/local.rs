@@ -1,0 +1,315 @@
+//! [`LocalStore`]: recordings in a local directory, the embedded default for a first run.
+//!
+//! Version `n` of key `K` is the file `<dir>/K.v/<n>` (`n` = 1, 2, ...). Each version is
+//! written to a temporary file in the same directory, fsynced, made read-only, then published
+//! under its number with a hard link (atomic, and never replaces an existing version; a
+//! concurrent writer that lost the race takes the next number), and the directory is fsynced.
+//! Nothing here stops a local administrator from changing files: integrity comes from the hash
+//! on the session row (see [`super::verify`]), not from the directory.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::{CastBody, RecordingStore, StoreError, StoredVersion};
+
+/// How many version numbers a put tries before giving up (only reached under heavy
+/// contention on one key, which one writer per session never causes).
+const MAX_PUBLISH_TRIES: usize = 64;
+
+/// Recordings as numbered, read-only version files under a directory.
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    dir: PathBuf,
+}
+
+impl LocalStore {
+    /// A store rooted at `dir` (created on first write).
+    pub fn new(dir: impl Into<PathBuf>) -> LocalStore {
+        LocalStore { dir: dir.into() }
+    }
+
+    /// The root directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory holding the versions of `key` (`<dir>/<key>.v`).
+    pub fn versions_dir(&self, key: &str) -> Result<PathBuf, StoreError> {
+        validate_key(key)?;
+        Ok(self.dir.join(format!("{key}.v")))
+    }
+
+    /// The file of `version` of `key`.
+    pub fn version_path(&self, key: &str, version: &str) -> Result<PathBuf, StoreError> {
+        let n = parse_version(key, version)?;
+        Ok(self.versions_dir(key)?.join(n.to_string()))
+    }
+}
+
+/// Accepts `a/b/c.cast`-style keys: relative, segments of `[A-Za-z0-9._-]`, no `.`/`..`.
+fn validate_key(key: &str) -> Result<(), StoreError> {
+    let ok = !key.is_empty()
+        && key.len() <= 512
+        && key.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidKey(key.to_string()))
+    }
+}
+
+fn parse_version(key: &str, version: &str) -> Result<u64, StoreError> {
+    let not_found = || StoreError::NotFound {
+        key: key.to_string(),
+        version: Some(version.to_string()),
+    };
+    if version.is_empty() || version.len() > 20 || !version.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(not_found());
+    }
+    version.parse::<u64>().map_err(|_| not_found())
+}
+
+/// The highest version number present in `vdir` (0 when none or no directory).
+fn latest_number(vdir: &Path) -> io::Result<u64> {
+    let entries = match fs::read_dir(vdir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut max = 0;
+    for entry in entries {
+        let entry = entry?;
+        if let Some(n) = entry
+            .file_name()
+            .to_str()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            max = max.max(n);
+        }
+    }
+    Ok(max)
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    // Directories can be opened read-only and fsynced on Unix; elsewhere this is best effort.
+    match fs::File::open(dir) {
+        Ok(f) => match f.sync_all() {
+            Ok(()) => Ok(()),
+            Err(e) if cfg!(unix) => Err(e),
+            Err(_) => Ok(()),
+        },
+        Err(e) if cfg!(unix) => Err(e),
+        Err(_) => Ok(()),
+    }
+}
+
+fn make_read_only(path: &Path) -> io::Result<()> {
+    let mut perms = fs::metadata(path)?.permissions();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        perms.set_mode(0o444);
+    }
+    #[cfg(not(unix))]
+    perms.set_readonly(true);
+    fs::set_permissions(path, perms)
+}
+
+fn put_blocking(vdir: &Path, body: &CastBody) -> io::Result<u64> {
+    let created = !vdir.exists();
+    fs::create_dir_all(vdir)?;
+    if created {
+        if let Some(parent) = vdir.parent() {
+            sync_dir(parent)?;
+        }
+    }
+    let tmp = vdir.join(format!(".tmp-{}", Uuid::new_v4().simple()));
+    let result = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(body.bytes())?;
+        f.sync_all()?;
+        drop(f);
+        make_read_only(&tmp)?;
+        let mut n = latest_number(vdir)? + 1;
+        for _ in 0..MAX_PUBLISH_TRIES {
+            let dest = vdir.join(n.to_string());
+            match fs::hard_link(&tmp, &dest) {
+                Ok(()) => {
+                    sync_dir(vdir)?;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                    // No hard links here: rename (atomic, but a concurrent writer could
+                    // replace a version; one writer per session never does).
+                    if dest.exists() {
+                        n += 1;
+                        continue;
+                    }
+                    fs::rename(&tmp, &dest)?;
+                    sync_dir(vdir)?;
+                    return Ok(n);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::other(format!(
+            "no free version number after {MAX_PUBLISH_TRIES} tries in {}",
+            vdir.display()
+        )))
+    })();
+    if tmp.exists() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("local store task failed: {e}")))?
+}
+
+#[async_trait]
+impl RecordingStore for LocalStore {
+    async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+        let vdir = self.versions_dir(key)?;
+        let (sha256, bytes) = (body.sha256_hex(), body.len());
+        let n = blocking(move || {
+            put_blocking(&vdir, &body).map_err(|e| {
+                StoreError::Unavailable(format!("cannot write into {}: {e}", vdir.display()))
+            })
+        })
+        .await?;
+        Ok(StoredVersion {
+            version_id: n.to_string(),
+            sha256,
+            bytes,
+        })
+    }
+
+    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError> {
+        let vdir = self.versions_dir(key)?;
+        let requested = version.map(|v| parse_version(key, v)).transpose()?;
+        let key = key.to_string();
+        blocking(move || {
+            let n = match requested {
+                Some(n) => n,
+                None => match latest_number(&vdir) {
+                    Ok(0) => {
+                        return Err(StoreError::NotFound { key, version: None });
+                    }
+                    Ok(n) => n,
+                    Err(e) => {
+                        return Err(StoreError::Unavailable(format!(
+                            "cannot list {}: {e}",
+                            vdir.display()
+                        )))
+                    }
+                },
+            };
+            let path = vdir.join(n.to_string());
+            fs::read(&path).map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => StoreError::NotFound {
+                    key,
+                    version: Some(n.to_string()),
+                },
+                _ => StoreError::Unavailable(format!("cannot read {}: {e}", path.display())),
+            })
+        })
+        .await
+    }
+
+    async fn latest_version(&self, key: &str) -> Result<String, StoreError> {
+        let vdir = self.versions_dir(key)?;
+        let key = key.to_string();
+        blocking(move || match latest_number(&vdir) {
+            Ok(0) => Err(StoreError::NotFound { key, version: None }),
+            Ok(n) => Ok(n.to_string()),
+            Err(e) => Err(StoreError::Unavailable(format!(
+                "cannot list {}: {e}",
+                vdir.display()
+            ))),
+        })
+        .await
+    }
+
+    async fn check(&self) -> Result<(), StoreError> {
+        let dir = self.dir.clone();
+        blocking(move || {
+            let probe = dir.join(format!(".check-{}", Uuid::new_v4().simple()));
+            let r = (|| {
+                fs::create_dir_all(&dir)?;
+                let mut f = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&probe)?;
+                f.write_all(b"ok")?;
+                f.sync_all()
+            })();
+            let _ = fs::remove_file(&probe);
+            r.map_err(|e| {
+                StoreError::Misconfigured(format!(
+                    "recordings directory {} is not writable: {e}",
+                    dir.display()
+                ))
+            })
+        })
+        .await
+    }
+
+    fn describe(&self) -> String {
+        format!("local directory {}", self.dir.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_validated() {
+        for good in ["sessions/0190.cast", "a", "a/b-c_d.e"] {
+            assert!(validate_key(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "", "/abs", "a//b", "../x", "a/../b", "a/./b", "a b", "a\\b", "x/",
+        ] {
+            assert!(validate_key(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn versions_must_be_numbers() {
+        assert_eq!(parse_version("k", "12").ok(), Some(12));
+        for bad in [
+            "",
+            "-1",
+            "1a",
+            "01M8MJQQ5V8V2HARQDGR97ZRAQ",
+            "99999999999999999999999",
+        ] {
+            assert!(matches!(
+                parse_version("k", bad),
+                Err(StoreError::NotFound { .. })
+            ));
+        }
+    }
+}

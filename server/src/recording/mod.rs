@@ -1,0 +1,239 @@
+//! Session recordings: the asciicast writer that the terminal relay tees into, the stores that
+//! keep every flushed version (an object-locked S3 bucket in production, a local directory for
+//! a first run) and the verification of a stored recording against the session row.
+//!
+//! How the pieces fit (see `docs/recording.md`):
+//!
+//! 1. Before a session starts, [`RecordingStore::check`] proves the store is reachable and
+//!    protected ("no recording, no session").
+//! 2. [`CastWriter::start`] stores a first version (the header) and spawns its flusher. The
+//!    relay calls [`CastWriter::output`] per chunk; every few seconds the flusher stores the
+//!    whole cast so far as a new version of `sessions/<id>.cast` and reports it through
+//!    [`OnStored`] (the caller turns it into `Progress::RecordingStored`).
+//! 3. [`CastWriter::finish`] writes the end marker and stores the final version; its
+//!    [`RecordingRef`] (key, version, SHA-256, bytes) is what goes on the session row.
+//! 4. [`verify`] fetches a stored version again and checks it against the row.
+
+mod local;
+mod s3;
+mod verify;
+mod writer;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use breakglass_shared::session::{Progress, RecordingRef};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::lifecycle::ProgressSink;
+
+pub use local::LocalStore;
+pub use s3::{
+    least_privilege_policy, InitBucketOutcome, InitBucketReport, S3Config, S3Store, DEFAULT_BUCKET,
+    DEFAULT_REGION,
+};
+pub use verify::{checks, verify, Check, CheckOutcome, VerifyReport};
+pub use writer::{CastWriter, OnStored, RecordingFailed, SessionInfo, WriterConfig, WriterState};
+
+/// `Content-Type` of a stored cast.
+pub const CONTENT_TYPE: &str = "application/x-asciicast";
+
+/// Default retention of every stored version (GOVERNANCE mode): 365 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// The object key of a session's recording: `sessions/<id>.cast`.
+pub fn recording_key(session: Uuid) -> String {
+    format!("sessions/{session}.cast")
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The key (or the given version of it) does not exist.
+    #[error("{key}{} does not exist", version.as_deref().map(|v| format!(" version {v}")).unwrap_or_default())]
+    NotFound {
+        /// Object key.
+        key: String,
+        /// Version asked for (`None`: the latest).
+        version: Option<String>,
+    },
+    /// The store could not be reached or failed; retrying later may work.
+    #[error("recording store unavailable: {0}")]
+    Unavailable(String),
+    /// The store answered but is not set up as required (missing bucket, versioning off, no
+    /// Object Lock, a permission missing, a directory not writable). Retrying will not help.
+    #[error("recording store misconfigured: {0}")]
+    Misconfigured(String),
+    /// The store refused the request (for example a permission the key lacks).
+    #[error("recording store refused the request: {0}")]
+    Refused(String),
+    /// The key is not a safe relative object key.
+    #[error("invalid recording key {0:?}")]
+    InvalidKey(String),
+}
+
+/// One stored version of a recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredVersion {
+    /// The store's version id (S3 `VersionId`; the version number for [`LocalStore`]).
+    pub version_id: String,
+    /// Lowercase hex SHA-256 of the stored bytes.
+    pub sha256: String,
+    /// Byte count of the stored bytes.
+    pub bytes: u64,
+}
+
+impl StoredVersion {
+    /// The session-row form of this version of `key`.
+    pub fn to_ref(&self, key: &str) -> RecordingRef {
+        RecordingRef {
+            key: key.to_string(),
+            version: self.version_id.clone(),
+            sha256: self.sha256.clone(),
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// The bytes of one version with their SHA-256 (computed once by whoever builds it; the S3
+/// store sends it as `x-amz-checksum-sha256`, so the server refuses a body that does not match).
+#[derive(Debug, Clone)]
+pub struct CastBody {
+    bytes: Vec<u8>,
+    sha256: [u8; 32],
+}
+
+impl CastBody {
+    /// Hashes `bytes`.
+    pub fn new(bytes: Vec<u8>) -> CastBody {
+        let sha256 = Sha256::digest(&bytes).into();
+        CastBody { bytes, sha256 }
+    }
+
+    /// `bytes` with a digest already computed incrementally by the writer.
+    pub(crate) fn with_digest(bytes: Vec<u8>, sha256: [u8; 32]) -> CastBody {
+        debug_assert_eq!(<[u8; 32]>::from(Sha256::digest(&bytes)), sha256);
+        CastBody { bytes, sha256 }
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The raw SHA-256 digest.
+    pub fn digest(&self) -> [u8; 32] {
+        self.sha256
+    }
+
+    /// Lowercase hex SHA-256.
+    pub fn sha256_hex(&self) -> String {
+        hex::encode(self.sha256)
+    }
+
+    /// Byte count.
+    pub fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+impl From<Vec<u8>> for CastBody {
+    fn from(bytes: Vec<u8>) -> CastBody {
+        CastBody::new(bytes)
+    }
+}
+
+/// Where recordings are kept. Every [`put_version`](RecordingStore::put_version) stores a new
+/// version of the key; nothing is ever overwritten or deleted through this trait.
+#[async_trait]
+pub trait RecordingStore: Send + Sync + 'static {
+    /// Stores `body` as a new version of `key`.
+    async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError>;
+
+    /// The bytes of `version` of `key` (`None`: the latest version).
+    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError>;
+
+    /// The id of the latest version of `key`.
+    async fn latest_version(&self, key: &str) -> Result<String, StoreError>;
+
+    /// Reachable, and set up to keep recordings (bucket exists with versioning and Object
+    /// Lock; or the directory is writable). Called before a session starts.
+    async fn check(&self) -> Result<(), StoreError>;
+
+    /// A short description for logs and reports (`s3://bucket at http://...`, `dir:/path`).
+    fn describe(&self) -> String;
+}
+
+/// An [`OnStored`] that puts each stored version on the session row through the lifecycle's
+/// [`ProgressSink`] (`Progress::RecordingStored`), so the row always names the newest version.
+/// A refusal (for example a session that can no longer change) is logged, not retried.
+pub struct RecordToRow(pub Arc<dyn ProgressSink>);
+
+#[async_trait]
+impl OnStored for RecordToRow {
+    async fn stored(&self, version: RecordingRef) {
+        let key = version.key.clone();
+        if let Err(e) = self.0.record(Progress::RecordingStored(version)).await {
+            tracing::warn!(%key, error = ?e.body.message, "could not put a recording version on the session row");
+        }
+    }
+}
+
+/// Which store to use.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// An S3-protocol bucket with versioning and Object Lock (production).
+    S3(S3Config),
+    /// A local directory (the embedded default for a first run; no lock, no versioning by
+    /// the storage itself).
+    Local(PathBuf),
+}
+
+/// Everything the recording module needs, independent of the server's config file.
+#[derive(Debug, Clone)]
+pub struct RecordingConfig {
+    /// Where versions go.
+    pub backend: Backend,
+    /// How the writer flushes, bounds and retries.
+    pub writer: WriterConfig,
+}
+
+impl RecordingConfig {
+    /// The S3 store when `TOWER_BREAKGLASS_MINIO_ENDPOINT` is set (see [`S3Config::from_env`]),
+    /// else a [`LocalStore`] in `local_dir`; default writer settings.
+    pub fn from_env(local_dir: impl Into<PathBuf>) -> Result<RecordingConfig, StoreError> {
+        let backend = match S3Config::from_env()? {
+            Some(s3) => Backend::S3(s3),
+            None => Backend::Local(local_dir.into()),
+        };
+        Ok(RecordingConfig {
+            backend,
+            writer: WriterConfig::default(),
+        })
+    }
+
+    /// Opens the configured store (does not call [`RecordingStore::check`]).
+    pub fn open_store(&self) -> Result<Arc<dyn RecordingStore>, StoreError> {
+        Ok(match &self.backend {
+            Backend::S3(c) => Arc::new(S3Store::new(c.clone())?),
+            Backend::Local(dir) => Arc::new(LocalStore::new(dir.clone())),
+        })
+    }
+}

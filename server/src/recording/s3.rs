@@ -1,0 +1,709 @@
+//! [`S3Store`]: recordings in an S3-protocol bucket (AWS S3, MinIO, Versity S3 Gateway) with
+//! versioning and Object Lock.
+//!
+//! Every put carries `x-amz-object-lock-mode: GOVERNANCE` and
+//! `x-amz-object-lock-retain-until-date: now + retention` (default 365 days) itself, rather
+//! than trusting the bucket's default retention: some servers (versitygw 1.8) do not stamp the
+//! default onto each version. It also carries `x-amz-checksum-sha256` of the body, so the
+//! server refuses bytes that differ from the hash that will go on the session row.
+//!
+//! The client is built from explicit settings only (endpoint, region, static key, path-style
+//! addressing): no `~/.aws` profile, no instance metadata, no ambient `AWS_*` variables.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::{ByteStream, DateTime};
+use aws_sdk_s3::types::{
+    BucketLifecycleConfiguration, BucketLocationConstraint, BucketVersioningStatus,
+    CreateBucketConfiguration, DefaultRetention, ExpirationStatus, LifecycleExpiration,
+    LifecycleRule, LifecycleRuleFilter, NoncurrentVersionExpiration, ObjectLockConfiguration,
+    ObjectLockEnabled, ObjectLockMode, ObjectLockRetentionMode, ObjectLockRule,
+    VersioningConfiguration,
+};
+use aws_sdk_s3::Client;
+use base64::Engine as _;
+
+use super::{CastBody, RecordingStore, StoreError, StoredVersion, CONTENT_TYPE, DEFAULT_RETENTION};
+
+/// The default bucket name.
+pub const DEFAULT_BUCKET: &str = "tower-breakglass-v2";
+/// The default region (the one the signature scope must match).
+pub const DEFAULT_REGION: &str = "us-east-1";
+/// Id of the lifecycle rule `init-bucket` installs.
+const LIFECYCLE_RULE_ID: &str = "breakglass-recordings-365d";
+/// Days of the default retention and of the lifecycle rule `init-bucket` installs.
+const BUCKET_DAYS: i32 = 365;
+
+/// Connection settings of the recordings bucket.
+#[derive(Clone)]
+pub struct S3Config {
+    /// `http(s)://host:port` of the S3 endpoint.
+    pub endpoint: String,
+    /// Region to sign with (must match the server's).
+    pub region: String,
+    /// Bucket name.
+    pub bucket: String,
+    /// Access key id.
+    pub access_key: String,
+    /// Secret access key.
+    pub secret_key: String,
+    /// Retention stamped on every version (GOVERNANCE mode).
+    pub retention: Duration,
+    /// Upper bound for one operation including the SDK's own retries.
+    pub operation_timeout: Duration,
+    /// Attempts the SDK makes per operation on transient errors (default 3; the writer
+    /// retries on top of this with its own backoff).
+    pub sdk_max_attempts: u32,
+}
+
+impl fmt::Debug for S3Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Config")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("bucket", &self.bucket)
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<redacted>")
+            .field("retention", &self.retention)
+            .field("operation_timeout", &self.operation_timeout)
+            .field("sdk_max_attempts", &self.sdk_max_attempts)
+            .finish()
+    }
+}
+
+impl S3Config {
+    /// Settings with the default region, bucket, retention and timeout.
+    pub fn new(
+        endpoint: impl Into<String>,
+        access_key: impl Into<String>,
+        secret_key: impl Into<String>,
+    ) -> S3Config {
+        S3Config {
+            endpoint: endpoint.into(),
+            region: DEFAULT_REGION.to_string(),
+            bucket: DEFAULT_BUCKET.to_string(),
+            access_key: access_key.into(),
+            secret_key: secret_key.into(),
+            retention: DEFAULT_RETENTION,
+            operation_timeout: Duration::from_secs(30),
+            sdk_max_attempts: 3,
+        }
+    }
+
+    /// Reads `TOWER_BREAKGLASS_MINIO_ENDPOINT`, `_REGION` (default `us-east-1`), `_BUCKET`
+    /// (default `tower-breakglass-v2`), `_ACCESS_KEY` and `_SECRET_KEY`. `Ok(None)` when no
+    /// endpoint is set (use the local store); an error when the endpoint is set but a key is
+    /// missing.
+    pub fn from_env() -> Result<Option<S3Config>, StoreError> {
+        S3Config::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`S3Config::from_env`] over any variable source (empty values count as unset).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Option<S3Config>, StoreError> {
+        let var = |suffix: &str| {
+            get(&format!("TOWER_BREAKGLASS_MINIO_{suffix}"))
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let Some(endpoint) = var("ENDPOINT") else {
+            return Ok(None);
+        };
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+            return Err(StoreError::Misconfigured(format!(
+                "TOWER_BREAKGLASS_MINIO_ENDPOINT must start with http:// or https://, got {endpoint:?}"
+            )));
+        }
+        let required = |suffix: &str| {
+            var(suffix).ok_or_else(|| {
+                StoreError::Misconfigured(format!(
+                    "TOWER_BREAKGLASS_MINIO_ENDPOINT is set but TOWER_BREAKGLASS_MINIO_{suffix} is not"
+                ))
+            })
+        };
+        let mut c = S3Config::new(endpoint, required("ACCESS_KEY")?, required("SECRET_KEY")?);
+        if let Some(region) = var("REGION") {
+            c.region = region;
+        }
+        if let Some(bucket) = var("BUCKET") {
+            c.bucket = bucket;
+        }
+        Ok(Some(c))
+    }
+}
+
+/// An S3-protocol bucket with versioning and Object Lock.
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    client: Client,
+    config: S3Config,
+}
+
+/// The outcome of one `init-bucket` step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitBucketOutcome {
+    /// Changed now.
+    Done(String),
+    /// Already as wanted (or deliberately left as found).
+    AlreadyDone(String),
+    /// The server does not implement it (for example versitygw's lifecycle: 501).
+    NotSupported(String),
+}
+
+impl fmt::Display for InitBucketOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitBucketOutcome::Done(s) => write!(f, "done: {s}"),
+            InitBucketOutcome::AlreadyDone(s) => write!(f, "ok: {s}"),
+            InitBucketOutcome::NotSupported(s) => write!(f, "NOT SUPPORTED: {s}"),
+        }
+    }
+}
+
+/// What `init-bucket` did, step by step.
+#[derive(Debug, Clone)]
+pub struct InitBucketReport {
+    /// Bucket name.
+    pub bucket: String,
+    /// (step, outcome) in order: bucket, versioning, object lock, lifecycle.
+    pub steps: Vec<(&'static str, InitBucketOutcome)>,
+}
+
+impl fmt::Display for InitBucketReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (step, outcome) in &self.steps {
+            writeln!(f, "{step:<16} {outcome}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The least-privilege policy for the server's key: put (with retention) and get of
+/// `sessions/*`, plus reading the two bucket settings the pre-session check looks at.
+/// With `principal` (an access key or ARN) it is a bucket policy; without, an identity
+/// policy to attach to the user (MinIO, AWS IAM).
+pub fn least_privilege_policy(bucket: &str, principal: Option<&str>) -> serde_json::Value {
+    let mut objects = serde_json::json!({
+        "Sid": "BreakglassRecordingsPutGet",
+        "Effect": "Allow",
+        "Action": ["s3:PutObject", "s3:PutObjectRetention", "s3:GetObject", "s3:GetObjectVersion"],
+        "Resource": [format!("arn:aws:s3:::{bucket}/sessions/*")],
+    });
+    let mut settings = serde_json::json!({
+        "Sid": "BreakglassRecordingsCheckBucket",
+        "Effect": "Allow",
+        "Action": ["s3:GetBucketVersioning", "s3:GetBucketObjectLockConfiguration"],
+        "Resource": [format!("arn:aws:s3:::{bucket}")],
+    });
+    if let Some(p) = principal {
+        for s in [&mut objects, &mut settings] {
+            s["Principal"] = serde_json::json!({ "AWS": [p] });
+        }
+    }
+    serde_json::json!({ "Version": "2012-10-17", "Statement": [objects, settings] })
+}
+
+/// HTTP status and S3 error code of a failed call, if the server answered.
+fn status_and_code<E: ProvideErrorMetadata>(
+    err: &SdkError<E, HttpResponse>,
+) -> (Option<u16>, Option<String>) {
+    (
+        err.raw_response().map(|r| r.status().as_u16()),
+        err.code().map(str::to_string),
+    )
+}
+
+/// One sentence for a failed call.
+fn describe_err<E>(what: &str, err: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match (status_and_code(err), err.message()) {
+        ((Some(status), Some(code)), Some(msg)) => format!("{what}: HTTP {status} {code}: {msg}"),
+        ((Some(status), Some(code)), None) => format!("{what}: HTTP {status} {code}"),
+        ((Some(status), None), _) => format!("{what}: HTTP {status}"),
+        _ => format!("{what}: {}", DisplayErrorContext(err)),
+    }
+}
+
+/// Maps a failed call to a [`StoreError`].
+fn classify<E>(
+    what: &str,
+    key: Option<(&str, Option<&str>)>,
+    err: &SdkError<E, HttpResponse>,
+) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let text = describe_err(what, err);
+    let (status, code) = status_and_code(err);
+    match (status, code.as_deref()) {
+        (_, Some("NoSuchBucket")) => StoreError::Misconfigured(format!(
+            "{text} (create it with `breakglass-server recordings init-bucket`)"
+        )),
+        (_, Some("NoSuchKey" | "NoSuchVersion" | "NotFound")) | (Some(404), _) => match key {
+            Some((k, v)) => StoreError::NotFound {
+                key: k.to_string(),
+                version: v.map(str::to_string),
+            },
+            None => StoreError::Misconfigured(text),
+        },
+        (Some(403), _) | (_, Some("AccessDenied")) => StoreError::Refused(text),
+        (Some(s), _) if (400..500).contains(&s) => StoreError::Refused(text),
+        (Some(501), _) => StoreError::Misconfigured(text),
+        _ => StoreError::Unavailable(text),
+    }
+}
+
+fn is_not_implemented<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+    let (status, code) = status_and_code(err);
+    status == Some(501) || code.as_deref() == Some("NotImplemented")
+}
+
+impl S3Store {
+    /// A client for `config` (no network traffic yet).
+    pub fn new(config: S3Config) -> Result<S3Store, StoreError> {
+        use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+        if config.access_key.is_empty() || config.secret_key.is_empty() {
+            return Err(StoreError::Misconfigured(
+                "the S3 access key and secret key must not be empty".into(),
+            ));
+        }
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(Provider::Rustls(CryptoMode::Ring))
+            .build_https();
+        let sdk = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .endpoint_url(config.endpoint.clone())
+            .region(Region::new(config.region.clone()))
+            .credentials_provider(Credentials::new(
+                config.access_key.clone(),
+                config.secret_key.clone(),
+                None,
+                None,
+                "breakglass-static",
+            ))
+            .force_path_style(true)
+            .http_client(http)
+            .retry_config(RetryConfig::standard().with_max_attempts(config.sdk_max_attempts.max(1)))
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .operation_timeout(config.operation_timeout)
+                    .build(),
+            )
+            .build();
+        Ok(S3Store {
+            client: Client::from_conf(sdk),
+            config,
+        })
+    }
+
+    /// The SDK client (for tools and tests).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &S3Config {
+        &self.config
+    }
+
+    /// Creates the bucket with Object Lock (which turns versioning on), makes sure versioning
+    /// is on, sets the default retention GOVERNANCE 365 days unless a default is already set,
+    /// and tries a 365-day lifecycle rule on `sessions/` (reported as not supported, not as a
+    /// failure, when the server answers 501). Needs an administrator key. Idempotent.
+    pub async fn init_bucket(&self) -> Result<InitBucketReport, StoreError> {
+        let bucket = self.config.bucket.as_str();
+        let mut steps = Vec::new();
+
+        // 1. The bucket, with Object Lock.
+        let mut create = self
+            .client
+            .create_bucket()
+            .bucket(bucket)
+            .object_lock_enabled_for_bucket(true);
+        if self.config.region != DEFAULT_REGION {
+            create = create.create_bucket_configuration(
+                CreateBucketConfiguration::builder()
+                    .location_constraint(BucketLocationConstraint::from(
+                        self.config.region.as_str(),
+                    ))
+                    .build(),
+            );
+        }
+        match create.send().await {
+            Ok(_) => steps.push((
+                "bucket",
+                InitBucketOutcome::Done(format!("created {bucket} with Object Lock enabled")),
+            )),
+            Err(e)
+                if matches!(
+                    e.code(),
+                    Some("BucketAlreadyOwnedByYou" | "BucketAlreadyExists")
+                ) =>
+            {
+                steps.push((
+                    "bucket",
+                    InitBucketOutcome::AlreadyDone(format!("{bucket} already exists")),
+                ))
+            }
+            Err(e) => return Err(classify("create bucket", None, &e)),
+        }
+
+        // 2. Versioning (Object Lock turns it on; an existing bucket may lack it).
+        let versioning = self
+            .client
+            .get_bucket_versioning()
+            .bucket(bucket)
+            .send()
+            .await
+            .map_err(|e| classify("get bucket versioning", None, &e))?;
+        if versioning.status() == Some(&BucketVersioningStatus::Enabled) {
+            steps.push((
+                "versioning",
+                InitBucketOutcome::AlreadyDone("Enabled".into()),
+            ));
+        } else {
+            self.client
+                .put_bucket_versioning()
+                .bucket(bucket)
+                .versioning_configuration(
+                    VersioningConfiguration::builder()
+                        .status(BucketVersioningStatus::Enabled)
+                        .build(),
+                )
+                .send()
+                .await
+                .map_err(|e| classify("enable bucket versioning", None, &e))?;
+            steps.push(("versioning", InitBucketOutcome::Done("Enabled".into())));
+        }
+
+        // 3. Default retention GOVERNANCE 365 days (an existing default is kept as found).
+        let existing = match self
+            .client
+            .get_object_lock_configuration()
+            .bucket(bucket)
+            .send()
+            .await
+        {
+            Ok(out) => out.object_lock_configuration().cloned(),
+            Err(e) if e.code() == Some("ObjectLockConfigurationNotFoundError") => None,
+            Err(e) => return Err(classify("get object lock configuration", None, &e)),
+        };
+        let existing_default = existing
+            .as_ref()
+            .filter(|c| c.object_lock_enabled() == Some(&ObjectLockEnabled::Enabled))
+            .and_then(|c| c.rule())
+            .and_then(|r| r.default_retention())
+            .map(|d| {
+                (
+                    d.mode().map(|m| m.as_str().to_string()).unwrap_or_default(),
+                    d.days(),
+                    d.years(),
+                )
+            });
+        match existing_default {
+            Some((mode, Some(BUCKET_DAYS), None)) if mode == "GOVERNANCE" => steps.push((
+                "object lock",
+                InitBucketOutcome::AlreadyDone("default retention GOVERNANCE 365 days".into()),
+            )),
+            Some((mode, days, years)) => steps.push((
+                "object lock",
+                InitBucketOutcome::AlreadyDone(format!(
+                    "kept the existing default retention {mode} {} (not changed; the server \
+                     stamps GOVERNANCE + retention on every version itself)",
+                    match (days, years) {
+                        (Some(d), _) => format!("{d} days"),
+                        (_, Some(y)) => format!("{y} years"),
+                        _ => "(no period)".into(),
+                    }
+                )),
+            )),
+            None => {
+                self.client
+                    .put_object_lock_configuration()
+                    .bucket(bucket)
+                    .object_lock_configuration(
+                        ObjectLockConfiguration::builder()
+                            .object_lock_enabled(ObjectLockEnabled::Enabled)
+                            .rule(
+                                ObjectLockRule::builder()
+                                    .default_retention(
+                                        DefaultRetention::builder()
+                                            .mode(ObjectLockRetentionMode::Governance)
+                                            .days(BUCKET_DAYS)
+                                            .build(),
+                                    )
+                                    .build(),
+                            )
+                            .build(),
+                    )
+                    .send()
+                    .await
+                    .map_err(|e| classify("put object lock configuration", None, &e))?;
+                steps.push((
+                    "object lock",
+                    InitBucketOutcome::Done("default retention GOVERNANCE 365 days".into()),
+                ));
+            }
+        }
+
+        // 4. Lifecycle: expire recordings after 365 days (after their lock ran out).
+        let rule = LifecycleRule::builder()
+            .id(LIFECYCLE_RULE_ID)
+            .filter(LifecycleRuleFilter::builder().prefix("sessions/").build())
+            .status(ExpirationStatus::Enabled)
+            .expiration(LifecycleExpiration::builder().days(BUCKET_DAYS).build())
+            .noncurrent_version_expiration(
+                NoncurrentVersionExpiration::builder()
+                    .noncurrent_days(BUCKET_DAYS)
+                    .build(),
+            )
+            .build()
+            .map_err(|e| StoreError::Misconfigured(format!("lifecycle rule: {e}")))?;
+        let lifecycle = BucketLifecycleConfiguration::builder()
+            .rules(rule)
+            .build()
+            .map_err(|e| StoreError::Misconfigured(format!("lifecycle configuration: {e}")))?;
+        match self
+            .client
+            .put_bucket_lifecycle_configuration()
+            .bucket(bucket)
+            .lifecycle_configuration(lifecycle)
+            .send()
+            .await
+        {
+            Ok(_) => steps.push((
+                "lifecycle",
+                InitBucketOutcome::Done(format!(
+                    "rule {LIFECYCLE_RULE_ID}: sessions/ versions expire after 365 days"
+                )),
+            )),
+            Err(e) if is_not_implemented(&e) => steps.push((
+                "lifecycle",
+                InitBucketOutcome::NotSupported(format!(
+                    "{}; recordings will be kept past 365 days unless the storage expires them",
+                    describe_err("put bucket lifecycle", &e)
+                )),
+            )),
+            Err(e) => return Err(classify("put bucket lifecycle", None, &e)),
+        }
+
+        Ok(InitBucketReport {
+            bucket: bucket.to_string(),
+            steps,
+        })
+    }
+}
+
+fn retain_until(retention: Duration) -> DateTime {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let until = now.saturating_add(retention);
+    DateTime::from_secs(i64::try_from(until.as_secs()).unwrap_or(i64::MAX))
+}
+
+#[async_trait]
+impl RecordingStore for S3Store {
+    async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+        let sha256 = body.sha256_hex();
+        let checksum = base64::engine::general_purpose::STANDARD.encode(body.digest());
+        let bytes = body.len();
+        let out = self
+            .client
+            .put_object()
+            .bucket(&self.config.bucket)
+            .key(key)
+            .content_type(CONTENT_TYPE)
+            .checksum_sha256(checksum)
+            .object_lock_mode(ObjectLockMode::Governance)
+            .object_lock_retain_until_date(retain_until(self.config.retention))
+            .body(ByteStream::from(body.into_bytes()))
+            .send()
+            .await
+            .map_err(|e| classify(&format!("put {key}"), None, &e))?;
+        let version_id = out
+            .version_id()
+            .filter(|v| !v.is_empty() && *v != "null")
+            .ok_or_else(|| {
+                StoreError::Misconfigured(format!(
+                    "put {key}: the server returned no version id (is versioning enabled on bucket {}?)",
+                    self.config.bucket
+                ))
+            })?
+            .to_string();
+        Ok(StoredVersion {
+            version_id,
+            sha256,
+            bytes,
+        })
+    }
+
+    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.config.bucket)
+            .key(key)
+            .set_version_id(version.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| classify(&format!("get {key}"), Some((key, version)), &e))?;
+        let data =
+            out.body.collect().await.map_err(|e| {
+                StoreError::Unavailable(format!("get {key}: reading the body: {e}"))
+            })?;
+        Ok(data.into_bytes().to_vec())
+    }
+
+    async fn latest_version(&self, key: &str) -> Result<String, StoreError> {
+        let out = self
+            .client
+            .head_object()
+            .bucket(&self.config.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| classify(&format!("head {key}"), Some((key, None)), &e))?;
+        out.version_id()
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                StoreError::Misconfigured(format!("head {key}: the server reported no version id"))
+            })
+    }
+
+    async fn check(&self) -> Result<(), StoreError> {
+        let bucket = &self.config.bucket;
+        let hint = "the server's key needs s3:GetBucketVersioning and \
+                    s3:GetBucketObjectLockConfiguration on the bucket (see `recordings init-bucket`)";
+        let versioning = self
+            .client
+            .get_bucket_versioning()
+            .bucket(bucket)
+            .send()
+            .await
+            .map_err(|e| match classify("get bucket versioning", None, &e) {
+                StoreError::Refused(m) => StoreError::Misconfigured(format!("{m}; {hint}")),
+                other => other,
+            })?;
+        if versioning.status() != Some(&BucketVersioningStatus::Enabled) {
+            return Err(StoreError::Misconfigured(format!(
+                "versioning is not enabled on bucket {bucket} (run `breakglass-server recordings init-bucket`)"
+            )));
+        }
+        let lock = self
+            .client
+            .get_object_lock_configuration()
+            .bucket(bucket)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.code() == Some("ObjectLockConfigurationNotFoundError") {
+                    return StoreError::Misconfigured(format!(
+                        "Object Lock is not enabled on bucket {bucket} (it must be created with it: \
+                         `breakglass-server recordings init-bucket`)"
+                    ));
+                }
+                match classify("get object lock configuration", None, &e) {
+                    StoreError::Refused(m) => StoreError::Misconfigured(format!("{m}; {hint}")),
+                    other => other,
+                }
+            })?;
+        let enabled = lock
+            .object_lock_configuration()
+            .and_then(|c| c.object_lock_enabled())
+            == Some(&ObjectLockEnabled::Enabled);
+        if !enabled {
+            return Err(StoreError::Misconfigured(format!(
+                "Object Lock is not enabled on bucket {bucket}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "s3 bucket {} at {} (region {})",
+            self.config.bucket, self.config.endpoint, self.config.region
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn config_from_vars() {
+        let vars = |pairs: &[(&str, &str)]| {
+            let m: HashMap<String, String> = pairs
+                .iter()
+                .map(|(k, v)| (format!("TOWER_BREAKGLASS_MINIO_{k}"), v.to_string()))
+                .collect();
+            move |name: &str| m.get(name).cloned()
+        };
+        assert!(S3Config::from_vars(vars(&[])).ok().flatten().is_none());
+        assert!(S3Config::from_vars(vars(&[("ENDPOINT", "")]))
+            .ok()
+            .flatten()
+            .is_none());
+        let c = S3Config::from_vars(vars(&[
+            ("ENDPOINT", "http://127.0.0.1:9000"),
+            ("ACCESS_KEY", "a"),
+            ("SECRET_KEY", "s"),
+        ]))
+        .ok()
+        .flatten()
+        .expect("config");
+        assert_eq!(c.bucket, DEFAULT_BUCKET);
+        assert_eq!(c.region, DEFAULT_REGION);
+        assert_eq!(c.retention, DEFAULT_RETENTION);
+        assert!(!format!("{c:?}").contains("\"s\""), "secret redacted");
+        let err = S3Config::from_vars(vars(&[("ENDPOINT", "http://x"), ("ACCESS_KEY", "a")]))
+            .expect_err("missing secret");
+        assert!(
+            err.to_string()
+                .contains("TOWER_BREAKGLASS_MINIO_SECRET_KEY"),
+            "{err}"
+        );
+        assert!(S3Config::from_vars(vars(&[
+            ("ENDPOINT", "ftp://x"),
+            ("ACCESS_KEY", "a"),
+            ("SECRET_KEY", "s")
+        ]))
+        .is_err());
+        let c = S3Config::from_vars(vars(&[
+            ("ENDPOINT", "https://s3.example"),
+            ("ACCESS_KEY", "a"),
+            ("SECRET_KEY", "s"),
+            ("REGION", "eu-west-1"),
+            ("BUCKET", "b"),
+        ]))
+        .ok()
+        .flatten()
+        .expect("config");
+        assert_eq!((c.region.as_str(), c.bucket.as_str()), ("eu-west-1", "b"));
+    }
+
+    #[test]
+    fn policy_is_least_privilege() {
+        let p = least_privilege_policy("bkt", Some("recorder"));
+        let text = p.to_string();
+        assert!(text.contains("arn:aws:s3:::bkt/sessions/*"));
+        assert!(!text.contains("Delete"));
+        assert_eq!(p["Statement"][0]["Principal"]["AWS"][0], "recorder");
+        assert!(least_privilege_policy("bkt", None)["Statement"][0]
+            .get("Principal")
+            .is_none());
+    }
+}

@@ -1,0 +1,212 @@
+//! Verification of a stored recording against its session row.
+
+use std::fmt;
+
+use breakglass_shared::session::{RecordingRef, RekorEntry};
+
+use super::{sha256_hex, RecordingStore, StoreError};
+
+/// Check names, in the order [`verify`] runs them.
+pub mod checks {
+    /// The version on the row can be fetched ("version missing" when not).
+    pub const VERSION_PRESENT: &str = "version present";
+    /// Its byte count equals the row's.
+    pub const BYTE_COUNT: &str = "byte count";
+    /// Its SHA-256 equals the row's.
+    pub const HASH_ON_RECORD: &str = "hash on record";
+    /// It is a readable asciicast v2 file.
+    pub const ASCIICAST: &str = "asciicast";
+    /// No version was written after it (the row's version is the latest).
+    pub const LATEST_VERSION: &str = "latest version";
+    /// The hash is anchored in a transparency log (not configured yet).
+    pub const TRANSPARENCY_LOG: &str = "transparency log";
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckOutcome {
+    /// Passed; what was seen.
+    Pass(String),
+    /// Failed; what differs.
+    Fail(String),
+    /// Not run (it depends on a failed check, or is not configured).
+    Skipped(String),
+}
+
+/// One named check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// One of [`checks`].
+    pub name: &'static str,
+    /// Result.
+    pub outcome: CheckOutcome,
+}
+
+/// Everything [`verify`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The row's reference that was checked.
+    pub recording: RecordingRef,
+    /// The store that was asked.
+    pub store: String,
+    /// Every check in order.
+    pub checks: Vec<Check>,
+}
+
+impl VerifyReport {
+    /// Whether no check failed (skipped checks do not fail a report).
+    pub fn ok(&self) -> bool {
+        self.failed().is_empty()
+    }
+
+    /// Names of the failed checks.
+    pub fn failed(&self) -> Vec<&'static str> {
+        self.checks
+            .iter()
+            .filter(|c| matches!(c.outcome, CheckOutcome::Fail(_)))
+            .map(|c| c.name)
+            .collect()
+    }
+
+    /// The outcome of the check called `name`.
+    pub fn outcome(&self, name: &str) -> Option<&CheckOutcome> {
+        self.checks
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| &c.outcome)
+    }
+}
+
+impl fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "recording {} version {} in {}",
+            self.recording.key, self.recording.version, self.store
+        )?;
+        for c in &self.checks {
+            let (tag, text) = match &c.outcome {
+                CheckOutcome::Pass(t) => ("PASS", t),
+                CheckOutcome::Fail(t) => ("FAIL", t),
+                CheckOutcome::Skipped(t) => ("SKIP", t),
+            };
+            writeln!(f, "  {tag} {:<16} {text}", c.name)?;
+        }
+        if self.ok() {
+            write!(f, "verified: the stored recording matches the session row")
+        } else {
+            write!(
+                f,
+                "NOT VERIFIED: failed check(s): {}",
+                self.failed().join(", ")
+            )
+        }
+    }
+}
+
+/// Fetches the version named on the row, recomputes its SHA-256 and compares hash and byte
+/// count with the row; also checks that no later version exists and that the cast parses.
+/// The transparency-log check is reported as not configured (anchoring comes later).
+pub async fn verify(
+    store: &dyn RecordingStore,
+    recording: &RecordingRef,
+    rekor: Option<&RekorEntry>,
+) -> VerifyReport {
+    use checks::*;
+    let mut out = Vec::new();
+    let mut push = |name, outcome| out.push(Check { name, outcome });
+    let version = (!recording.version.is_empty()).then_some(recording.version.as_str());
+
+    match store.get(&recording.key, version).await {
+        Err(e) => {
+            let text = match &e {
+                StoreError::NotFound { .. } => format!("version missing: {e}"),
+                other => format!("version missing or unreadable: {other}"),
+            };
+            push(VERSION_PRESENT, CheckOutcome::Fail(text));
+            for name in [BYTE_COUNT, HASH_ON_RECORD, ASCIICAST] {
+                push(
+                    name,
+                    CheckOutcome::Skipped("no bytes to check (version missing)".into()),
+                );
+            }
+        }
+        Ok(bytes) => {
+            push(
+                VERSION_PRESENT,
+                CheckOutcome::Pass(format!("version {} fetched", recording.version)),
+            );
+            let len = bytes.len() as u64;
+            push(
+                BYTE_COUNT,
+                if len == recording.bytes {
+                    CheckOutcome::Pass(format!("{len} bytes"))
+                } else {
+                    CheckOutcome::Fail(format!(
+                        "stored version has {len} bytes, the row says {}",
+                        recording.bytes
+                    ))
+                },
+            );
+            let sha = sha256_hex(&bytes);
+            push(
+                HASH_ON_RECORD,
+                if sha.eq_ignore_ascii_case(&recording.sha256) {
+                    CheckOutcome::Pass(format!("sha256 {sha}"))
+                } else {
+                    CheckOutcome::Fail(format!(
+                        "stored version hashes to {sha}, the row says {}",
+                        recording.sha256
+                    ))
+                },
+            );
+            push(
+                ASCIICAST,
+                match std::str::from_utf8(&bytes)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| breakglass_shared::recording::parse(t).map_err(|e| e.to_string()))
+                {
+                    Ok((h, events)) => CheckOutcome::Pass(format!(
+                        "asciicast v2, {}x{}, {} events",
+                        h.width,
+                        h.height,
+                        events.len()
+                    )),
+                    Err(e) => CheckOutcome::Fail(e),
+                },
+            );
+        }
+    }
+
+    push(
+        LATEST_VERSION,
+        match store.latest_version(&recording.key).await {
+            Ok(latest) if version.is_none() || Some(latest.as_str()) == version => {
+                CheckOutcome::Pass("no version was written after it".into())
+            }
+            Ok(latest) => CheckOutcome::Fail(format!(
+                "version {latest} was written after the recorded version {}",
+                recording.version
+            )),
+            Err(e) => CheckOutcome::Fail(format!("cannot read the latest version: {e}")),
+        },
+    );
+
+    push(
+        TRANSPARENCY_LOG,
+        CheckOutcome::Skipped(match rekor {
+            None => "not configured (the hash is not anchored in a transparency log)".into(),
+            Some(e) => format!(
+                "not configured: entry {} (log index {}) is on the row, but transparency-log \
+                 verification is not implemented yet",
+                e.uuid, e.log_index
+            ),
+        }),
+    );
+
+    VerifyReport {
+        recording: recording.clone(),
+        store: store.describe(),
+        checks: out,
+    }
+}

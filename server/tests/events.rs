@@ -1,0 +1,291 @@
+//! The live event stream (`GET /events`, Server-Sent Events) over a real TCP listener, on both
+//! databases: a change reaches the people who may see its environment and nobody else, and the
+//! open-streams gauge follows the streams that are open.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use breakglass_server::config::{DevLoginConfig, DevUser, FileConfig};
+use breakglass_server::state::AppState;
+use common::{Caller, TestServer};
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::time::{timeout, Instant};
+
+/// The demo environments, with alice (engineers: request), bob (sre: request and approve) and
+/// dave, whose group holds no permission anywhere.
+fn file() -> FileConfig {
+    let user = |name: &str, group: &str| DevUser {
+        name: name.into(),
+        groups: vec![group.into()],
+    };
+    FileConfig {
+        dev_login: DevLoginConfig {
+            enabled: true,
+            users: vec![
+                user("alice", "engineers"),
+                user("bob", "sre"),
+                user("dave", "visitors"),
+            ],
+        },
+        ..Default::default()
+    }
+}
+
+/// One server per backend, as `common::servers` but over [`file`].
+async fn servers() -> Vec<TestServer> {
+    let mut out = vec![common::server_with("sqlite", None, file()).await];
+    match std::env::var("BREAKGLASS_TEST_POSTGRES_URL") {
+        Ok(admin) => {
+            let url = fresh_pg_database(&admin).await;
+            out.push(common::server_with("postgres", Some(url), file()).await);
+        }
+        Err(_) if std::env::var("BREAKGLASS_TEST_SKIP_POSTGRES").is_ok() => {
+            eprintln!("warning: PostgreSQL tests skipped (BREAKGLASS_TEST_SKIP_POSTGRES)");
+        }
+        Err(_) => panic!(
+            "BREAKGLASS_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres.sh start` \
+             (or set BREAKGLASS_TEST_SKIP_POSTGRES=1 to skip it locally)"
+        ),
+    }
+    out
+}
+
+async fn fresh_pg_database(admin: &str) -> String {
+    use sqlx::Connection;
+    let name = format!("bg_test_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = sqlx::PgConnection::connect(admin).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin);
+    format!("{base}/{name}")
+}
+
+/// The server on a loopback port; the task is aborted on drop.
+struct Live {
+    base: String,
+    client: reqwest::Client,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(s: &TestServer) -> Live {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = breakglass_server::app(AppState(s.ctx.clone()));
+    let task = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    Live {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+        task,
+    }
+}
+
+/// One event of the stream.
+#[derive(Debug)]
+struct SseEvent {
+    event: String,
+    data: String,
+}
+
+/// Reads events off a streaming response body.
+struct Sse {
+    body: futures::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
+    buf: String,
+}
+
+impl Sse {
+    /// The next event within `within`, or `None` when none came (comments are skipped).
+    async fn next(&mut self, within: Duration) -> Option<SseEvent> {
+        let deadline = Instant::now() + within;
+        loop {
+            // Events end with a blank line; a block of only comments (keep-alives) is skipped.
+            while let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut event = String::from("message");
+                let mut data = Vec::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        event = v.trim_start().to_string();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push(v.strip_prefix(' ').unwrap_or(v).to_string());
+                    }
+                }
+                if !data.is_empty() {
+                    return Some(SseEvent {
+                        event,
+                        data: data.join("\n"),
+                    });
+                }
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .ok()??
+                .unwrap();
+            self.buf.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// The `session` event of session `id` with kind `kind`, skipping others, within `within`.
+    async fn session_event(&mut self, id: &str, kind: &str, within: Duration) -> Option<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ev = self.next(left).await?;
+            if ev.event != "session" {
+                continue;
+            }
+            let v: Value = serde_json::from_str(&ev.data).unwrap();
+            if v["session"]["id"] == id && v["kind"] == kind {
+                return Some(v);
+            }
+        }
+    }
+}
+
+impl Live {
+    /// Opens the event stream as `who`.
+    async fn events(&self, who: &Caller) -> Sse {
+        let r = timeout(
+            Duration::from_secs(10),
+            self.client
+                .get(format!("{}/api/breakglass/events", self.base))
+                .header("cookie", who.cookie.clone().unwrap())
+                .send(),
+        )
+        .await
+        .expect("the event stream answered within 10 s")
+        .unwrap();
+        assert_eq!(r.status(), 200);
+        let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ct.starts_with("text/event-stream"), "{ct}");
+        Sse {
+            body: r.bytes_stream().boxed(),
+            buf: String::new(),
+        }
+    }
+
+    /// The `breakglass_sse_streams_open` gauge as `/metrics` shows it.
+    async fn open_streams(&self) -> i64 {
+        let text = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("breakglass_sse_streams_open "))
+            .map(|v| v.trim().parse().unwrap())
+            .expect("the gauge is exported")
+    }
+
+    /// Polls the gauge until it reads `want`, for at most `within`.
+    async fn wait_open_streams(&self, want: i64, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let now = self.open_streams().await;
+            if now == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "breakglass_sse_streams_open stayed at {now}, expected {want}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_reaches_those_who_may_see_it_and_nobody_else() {
+    for s in servers().await {
+        let live = serve(&s).await;
+        let alice = s.login("alice").await;
+        let bob = s.login("bob").await;
+        let dave = s.login("dave").await;
+        assert_eq!(live.open_streams().await, 0, "{}", s.backend);
+
+        let mut bob_events = live.events(&bob).await;
+        live.wait_open_streams(1, Duration::from_secs(5)).await;
+        let mut dave_events = live.events(&dave).await;
+        live.wait_open_streams(2, Duration::from_secs(5)).await;
+
+        let created = s.create(&alice, "prod").await;
+        let id = created["id"].as_str().unwrap().to_string();
+        assert_eq!(created["state"], "PendingApproval");
+
+        let change = bob_events
+            .session_event(&id, "create", Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{}: bob got no `session` event for {id}", s.backend));
+        assert_eq!(change["session"]["id"], id.as_str());
+        assert_eq!(change["kind"], "create");
+        assert_eq!(change["session"]["environment"], "prod");
+        assert_eq!(change["session"]["state"], "PendingApproval");
+        assert_eq!(change["session"]["requester"], "alice");
+
+        // Sent to both streams at once: by the time bob has it, dave's filter has seen it too.
+        // Dave holds nothing in prod, so his stream stays silent.
+        if let Some(ev) = dave_events.next(Duration::from_millis(1500)).await {
+            panic!("{}: dave, who may see nothing, got {ev:?}", s.backend);
+        }
+
+        // A later change (bob approves) arrives as well, in order.
+        let r = s.act(&bob, &id, "approve", None).await;
+        assert_eq!(r.status, 200, "{}: {:?}", s.backend, r.body);
+        let change = bob_events
+            .session_event(&id, "approve", Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{}: bob got no approve event", s.backend));
+        assert_eq!(change["session"]["state"], "Approved");
+        assert_eq!(change["session"]["approver"], "bob");
+
+        // Clients that go away are noticed (at the latest at the next keep-alive, 15 s).
+        drop(bob_events);
+        drop(dave_events);
+        live.wait_open_streams(0, Duration::from_secs(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_stream_needs_a_sign_in() {
+    for s in servers().await {
+        let live = serve(&s).await;
+        let r = timeout(
+            Duration::from_secs(10),
+            live.client
+                .get(format!("{}/api/breakglass/events", live.base))
+                .send(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.status(), 401, "{}", s.backend);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["code"], "unauthenticated", "{}", s.backend);
+        assert_eq!(live.open_streams().await, 0, "{}", s.backend);
+    }
+}

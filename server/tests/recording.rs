@@ -1,0 +1,1038 @@
+//! Recording: the cast writer, the local store and the S3 store against a real S3-protocol
+//! server with versioning and enforced Object Lock (Versity S3 Gateway, `scripts/s3.sh`), and
+//! the stock asciinema CLI reading what we stored (`scripts/asciinema.sh`).
+//!
+//! These tests fail (never skip) when versitygw is not installed: run `scripts/s3.sh install`.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ObjectLockMode;
+use breakglass_server::recording::{
+    checks, recording_key, sha256_hex, verify, CastWriter, CheckOutcome, InitBucketOutcome,
+    LocalStore, RecordingStore, S3Config, S3Store, SessionInfo, StoreError, WriterConfig,
+    WriterState,
+};
+use breakglass_shared::recording::{parse, Code};
+use breakglass_shared::session::RecordingRef;
+use uuid::Uuid;
+
+const USER: &str = "recorder";
+const USER_SECRET: &str = "recorder-secret-123";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A versitygw started with `scripts/s3.sh` in a temporary directory; stopped on drop.
+struct S3Server {
+    dir: tempfile::TempDir,
+    port: u16,
+    env: HashMap<String, String>,
+}
+
+impl S3Server {
+    fn script(args: &[&str]) -> std::process::Output {
+        Command::new(repo_root().join("scripts/s3.sh"))
+            .args(args)
+            // The script's defaults: root key, region and bucket are the documented ones.
+            .env_remove("TOWER_BREAKGLASS_MINIO_ACCESS_KEY")
+            .env_remove("TOWER_BREAKGLASS_MINIO_SECRET_KEY")
+            .env_remove("TOWER_BREAKGLASS_MINIO_REGION")
+            .env_remove("TOWER_BREAKGLASS_MINIO_BUCKET")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run scripts/s3.sh: {e}"))
+    }
+
+    fn run(args: &[&str]) -> String {
+        let out = S3Server::script(args);
+        assert!(
+            out.status.success(),
+            "scripts/s3.sh {} failed: {}\n{}\n(if versitygw is missing, run `scripts/s3.sh install`)",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout),
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts a server; panics with the install hint when it cannot.
+    fn start() -> S3Server {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut s = S3Server {
+            dir,
+            port,
+            env: HashMap::new(),
+        };
+        s.up();
+        s
+    }
+
+    fn dir(&self) -> &str {
+        self.dir.path().to_str().unwrap()
+    }
+
+    fn up(&mut self) {
+        let stdout = S3Server::run(&["start", self.dir(), &self.port.to_string()]);
+        self.env = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert!(
+            self.env.contains_key("TOWER_BREAKGLASS_MINIO_ENDPOINT"),
+            "scripts/s3.sh start printed no endpoint: {stdout}"
+        );
+    }
+
+    fn down(&self) {
+        S3Server::run(&["stop", self.dir()]);
+    }
+
+    fn create_bucket(&self) {
+        S3Server::run(&["create-bucket", self.dir()]);
+    }
+
+    /// Adds the put/get-only account, then replaces the script's bucket policy with the one
+    /// `init-bucket` prints for it (which also lets it read the two bucket settings).
+    async fn add_limited_user(&self) {
+        S3Server::run(&["add-user", self.dir(), USER, USER_SECRET]);
+        let root = self.root_store();
+        let policy =
+            breakglass_server::recording::least_privilege_policy(&root.config().bucket, Some(USER));
+        root.client()
+            .put_bucket_policy()
+            .bucket(&root.config().bucket)
+            .policy(policy.to_string())
+            .send()
+            .await
+            .unwrap();
+    }
+
+    fn config(&self, access: &str, secret: &str) -> S3Config {
+        let vars = self.env.clone();
+        let mut c = S3Config::from_vars(|k| vars.get(k).cloned())
+            .unwrap()
+            .unwrap();
+        c.access_key = access.into();
+        c.secret_key = secret.into();
+        c.sdk_max_attempts = 1;
+        c.operation_timeout = Duration::from_secs(10);
+        c
+    }
+
+    fn root_config(&self) -> S3Config {
+        let vars = self.env.clone();
+        let mut c = S3Config::from_vars(|k| vars.get(k).cloned())
+            .unwrap()
+            .unwrap();
+        c.sdk_max_attempts = 1;
+        c
+    }
+
+    fn root_store(&self) -> S3Store {
+        S3Store::new(self.root_config()).unwrap()
+    }
+
+    fn user_store(&self) -> S3Store {
+        S3Store::new(self.config(USER, USER_SECRET)).unwrap()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = S3Server::script(&["stop", self.dir()]);
+    }
+}
+
+/// Collects every stored version the writer reports.
+#[derive(Clone, Default)]
+struct Versions(Arc<Mutex<Vec<RecordingRef>>>);
+
+impl Versions {
+    fn sink(&self) -> impl Fn(RecordingRef) + Send + Sync + 'static {
+        let v = self.0.clone();
+        move |r| v.lock().unwrap().push(r)
+    }
+    fn all(&self) -> Vec<RecordingRef> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+fn info() -> SessionInfo {
+    SessionInfo {
+        width: 100,
+        height: 30,
+        title: Some("breakglass test".into()),
+        timestamp: None,
+    }
+}
+
+fn fast_config() -> WriterConfig {
+    WriterConfig {
+        flush_interval: Duration::from_millis(150),
+        retry_initial: Duration::from_millis(50),
+        retry_max: Duration::from_millis(200),
+        finish_timeout: Duration::from_secs(20),
+        ..WriterConfig::default()
+    }
+}
+
+async fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs `asciinema cat` (the stock CLI) on `cast` and returns what it printed.
+fn asciinema_cat(cast: &[u8]) -> String {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), cast).unwrap();
+    let out = Command::new(repo_root().join("scripts/asciinema.sh"))
+        .arg("cat")
+        .arg(file.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "asciinema cat failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Writes a small session: markers, output with UTF-8 split across chunks, a resize.
+async fn play_session(w: &CastWriter) {
+    w.marker("approved").unwrap();
+    w.marker("active").unwrap();
+    w.output(b"$ echo h\xc3").unwrap();
+    w.output(b"\xa9llo \"world\"\r\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    w.resize(120, 40).unwrap();
+    w.output("h\u{e9}llo \"world\"\r\n\x1b[1mbold\x1b[0m \u{20ac}".as_bytes())
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    w.output(b"\r\n$ exit\r\n").unwrap();
+}
+
+/// Every reported version is stored, complete (parses, ends with a newline), and a prefix of
+/// the next; ids are distinct; the last is the final cast.
+async fn check_versions(
+    store: &dyn RecordingStore,
+    versions: &[RecordingRef],
+    last: &RecordingRef,
+) {
+    assert!(
+        versions.len() >= 3,
+        "expected several versions, got {versions:?}"
+    );
+    assert_eq!(versions.last(), Some(last));
+    let ids: std::collections::HashSet<_> = versions.iter().map(|v| v.version.clone()).collect();
+    assert_eq!(
+        ids.len(),
+        versions.len(),
+        "version ids distinct: {versions:?}"
+    );
+    let mut prev: Vec<u8> = Vec::new();
+    for v in versions {
+        let bytes = store.get(&v.key, Some(&v.version)).await.unwrap();
+        assert_eq!(bytes.len() as u64, v.bytes);
+        assert_eq!(sha256_hex(&bytes), v.sha256);
+        assert!(bytes.ends_with(b"\n"));
+        let text = std::str::from_utf8(&bytes).unwrap();
+        parse(text).unwrap_or_else(|e| panic!("version {} is not a valid cast: {e}", v.version));
+        assert!(
+            bytes.starts_with(&prev),
+            "each version extends the previous"
+        );
+        prev = bytes;
+    }
+    let (header, events) = parse(std::str::from_utf8(&prev).unwrap()).unwrap();
+    assert_eq!((header.version, header.width, header.height), (2, 100, 30));
+    let markers: Vec<_> = events
+        .iter()
+        .filter(|e| e.code == Code::Marker)
+        .map(|e| e.data.as_str())
+        .collect();
+    assert_eq!(markers, ["approved", "active", "ended: UserEnded"]);
+    assert!(events
+        .iter()
+        .any(|e| e.code == Code::Resize && e.data == "120x40"));
+    let output: String = events
+        .iter()
+        .filter(|e| e.code == Code::Output)
+        .map(|e| e.data.as_str())
+        .collect();
+    assert_eq!(
+        output,
+        "$ echo h\u{e9}llo \"world\"\r\nh\u{e9}llo \"world\"\r\n\x1b[1mbold\x1b[0m \u{20ac}\r\n$ exit\r\n"
+    );
+    assert!(events.windows(2).all(|w| w[0].time <= w[1].time));
+    assert_eq!(
+        store.get(&last.key, None).await.unwrap(),
+        prev,
+        "latest = final"
+    );
+}
+
+// ------------------------------------------------------------------------------------ S3
+
+#[tokio::test]
+async fn s3_versions_are_complete_casts_locked_and_readable_by_asciinema() {
+    let s3 = S3Server::start();
+    s3.create_bucket();
+    s3.add_limited_user().await;
+    let store: Arc<dyn RecordingStore> = Arc::new(s3.user_store());
+    store.check().await.unwrap();
+
+    let key = recording_key(Uuid::now_v7());
+    let versions = Versions::default();
+    let w = CastWriter::start(store.clone(), &key, info(), fast_config(), versions.sink())
+        .await
+        .unwrap();
+    play_session(&w).await;
+    let last = w.finish("UserEnded").await.unwrap();
+    assert_eq!(w.state(), WriterState::Healthy);
+    assert_eq!(
+        w.finish("again").await.unwrap(),
+        last,
+        "finish is idempotent"
+    );
+    check_versions(store.as_ref(), &versions.all(), &last).await;
+
+    // The final version's hash is the SHA-256 of the whole cast.
+    let bytes = store.get(&key, Some(&last.version)).await.unwrap();
+    assert_eq!(last.sha256, sha256_hex(&bytes));
+    assert_eq!(last.bytes, bytes.len() as u64);
+
+    // Stored with our content type and a GOVERNANCE lock of about a year (HEAD of the current
+    // version; versitygw's GetObjectRetention XML cannot be parsed by the SDK).
+    let root = s3.root_store();
+    let head = root
+        .client()
+        .head_object()
+        .bucket(&root.config().bucket)
+        .key(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.content_type(), Some("application/x-asciicast"));
+    assert_eq!(head.object_lock_mode(), Some(&ObjectLockMode::Governance));
+    let until = head.object_lock_retain_until_date().unwrap().secs();
+    let in_a_year = time::OffsetDateTime::now_utc().unix_timestamp() + 365 * 86_400;
+    assert!((until - in_a_year).abs() < 600, "retain until {until}");
+
+    // The stock asciinema CLI plays it.
+    let played = asciinema_cat(&bytes);
+    assert!(played.contains("h\u{e9}llo \"world\"\r\n"), "{played:?}");
+    assert!(played.contains("\x1b[1mbold\x1b[0m \u{20ac}"), "{played:?}");
+    assert!(played.ends_with("$ exit\r\n"), "{played:?}");
+
+    let report = verify(store.as_ref(), &last, None).await;
+    assert!(report.ok(), "{report}");
+    assert!(matches!(
+        report.outcome(checks::TRANSPARENCY_LOG),
+        Some(CheckOutcome::Skipped(t)) if t.contains("not configured")
+    ));
+}
+
+#[tokio::test]
+async fn s3_locked_versions_cannot_be_deleted() {
+    let s3 = S3Server::start();
+    s3.create_bucket();
+    s3.add_limited_user().await;
+    let user = s3.user_store();
+    let key = recording_key(Uuid::now_v7());
+    let v1 = user
+        .put_version(
+            &key,
+            b"{\"version\":2,\"width\":80,\"height\":24}\n"
+                .to_vec()
+                .into(),
+        )
+        .await
+        .unwrap();
+    let bucket = user.config().bucket.clone();
+
+    // The server's key: no delete of a version, with or without the bypass header, and no
+    // delete marker either.
+    let err = user
+        .client()
+        .delete_object()
+        .bucket(&bucket)
+        .key(&key)
+        .version_id(&v1.version_id)
+        .send()
+        .await
+        .expect_err("a locked version cannot be deleted with the server's key");
+    assert!(format!("{err:?}").contains("AccessDenied"), "{err:?}");
+    let err = user
+        .client()
+        .delete_object()
+        .bucket(&bucket)
+        .key(&key)
+        .version_id(&v1.version_id)
+        .bypass_governance_retention(true)
+        .send()
+        .await
+        .expect_err("the server's key cannot bypass governance");
+    assert!(format!("{err:?}").contains("AccessDenied"), "{err:?}");
+    user.client()
+        .delete_object()
+        .bucket(&bucket)
+        .key(&key)
+        .send()
+        .await
+        .expect_err("no delete marker either");
+
+    // Even the root key cannot delete it without the bypass header: the lock is enforced.
+    let root = s3.root_store();
+    let err = root
+        .client()
+        .delete_object()
+        .bucket(&bucket)
+        .key(&key)
+        .version_id(&v1.version_id)
+        .send()
+        .await
+        .expect_err("object lock is enforced");
+    assert!(format!("{err:?}").contains("AccessDenied"), "{err:?}");
+
+    // The server checks the SHA-256 we send with every put: bytes that differ from the hash
+    // that goes on the session row are refused.
+    use base64::Engine as _;
+    let wrong = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+    let err = user
+        .client()
+        .put_object()
+        .bucket(&bucket)
+        .key(&key)
+        .checksum_sha256(wrong)
+        .body(ByteStream::from(b"not what was hashed".to_vec()))
+        .send()
+        .await
+        .expect_err("a body that does not match its SHA-256 is refused");
+    assert!(format!("{err:?}").contains("BadDigest"), "{err:?}");
+
+    assert_eq!(user.latest_version(&key).await.unwrap(), v1.version_id);
+    let r = v1.to_ref(&key);
+    assert!(verify(&user, &r, None).await.ok());
+}
+
+#[tokio::test]
+async fn s3_tampering_fails_verification_naming_the_check() {
+    let s3 = S3Server::start();
+    s3.create_bucket();
+    s3.add_limited_user().await;
+    let user = s3.user_store();
+    let key = recording_key(Uuid::now_v7());
+    let w = CastWriter::start(
+        Arc::new(s3.user_store()),
+        &key,
+        info(),
+        fast_config(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    w.output(b"secret work\r\n").unwrap();
+    let good = w.finish("UserEnded").await.unwrap();
+    assert!(verify(&user, &good, None).await.ok());
+
+    // A row that does not match the stored bytes.
+    let r = verify(
+        &user,
+        &RecordingRef {
+            sha256: "00".repeat(32),
+            ..good.clone()
+        },
+        None,
+    )
+    .await;
+    assert_eq!(r.failed(), [checks::HASH_ON_RECORD], "{r}");
+    let r = verify(
+        &user,
+        &RecordingRef {
+            bytes: good.bytes + 1,
+            ..good.clone()
+        },
+        None,
+    )
+    .await;
+    assert_eq!(r.failed(), [checks::BYTE_COUNT], "{r}");
+    let r = verify(
+        &user,
+        &RecordingRef {
+            version: "01M8MJQQ5V8V2HARQDGR97ZRAQ".into(),
+            ..good.clone()
+        },
+        None,
+    )
+    .await;
+    assert!(r.failed().contains(&checks::VERSION_PRESENT), "{r}");
+    assert!(r.to_string().contains("version missing"), "{r}");
+
+    // The root key writes a doctored recording as a new version of the same key.
+    let root = s3.root_store();
+    let doctored =
+        b"{\"version\":2,\"width\":100,\"height\":30}\n[0.1, \"o\", \"nothing to see\"]\n";
+    root.client()
+        .put_object()
+        .bucket(&root.config().bucket)
+        .key(&key)
+        .body(ByteStream::from(doctored.to_vec()))
+        .send()
+        .await
+        .unwrap();
+    let r = verify(&user, &good, None).await;
+    assert_eq!(r.failed(), [checks::LATEST_VERSION], "{r}");
+    // A row pointing at the doctored version (someone edited the row too) fails on the hash.
+    let latest = user.latest_version(&key).await.unwrap();
+    let r = verify(
+        &user,
+        &RecordingRef {
+            version: latest,
+            ..good.clone()
+        },
+        None,
+    )
+    .await;
+    assert!(r.failed().contains(&checks::HASH_ON_RECORD), "{r}");
+
+    // Root removes the recorded version with the governance bypass: "version missing".
+    root.client()
+        .delete_object()
+        .bucket(&root.config().bucket)
+        .key(&key)
+        .version_id(&good.version)
+        .bypass_governance_retention(true)
+        .send()
+        .await
+        .unwrap();
+    let r = verify(&user, &good, None).await;
+    assert!(r.failed().contains(&checks::VERSION_PRESENT), "{r}");
+}
+
+#[tokio::test]
+async fn s3_outage_retries_recovers_and_fails_past_the_spool_limit() {
+    let mut s3 = S3Server::start();
+    s3.create_bucket();
+    s3.add_limited_user().await;
+    let store: Arc<dyn RecordingStore> = Arc::new(s3.user_store());
+    let key = recording_key(Uuid::now_v7());
+    let versions = Versions::default();
+    let config = WriterConfig {
+        spool_limit: 64 * 1024,
+        ..fast_config()
+    };
+    let w = CastWriter::start(store.clone(), &key, info(), config, versions.sink())
+        .await
+        .unwrap();
+    let states = w.watch_state();
+
+    // Outage below the spool limit: Retrying, then Healthy again once the store is back.
+    s3.down();
+    w.output(&[b'a'; 10_000]).unwrap();
+    wait_for(
+        "Retrying",
+        30,
+        || matches!(w.state(), WriterState::Retrying { attempts, .. } if attempts >= 2),
+    )
+    .await;
+    assert!(states.has_changed().unwrap());
+    w.output(&[b'b'; 10_000]).unwrap();
+    let before = versions.all().len();
+    s3.up();
+    wait_for("Healthy", 30, || w.state() == WriterState::Healthy).await;
+    wait_for("a new version", 10, || versions.all().len() > before).await;
+    let stored = store
+        .get(&key, Some(&versions.all().last().unwrap().version))
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&stored).contains(&"b".repeat(10_000)));
+
+    // Outage past the spool limit: Failed, and output is refused so the session ends.
+    s3.down();
+    w.output(&[b'c'; 1000]).unwrap();
+    wait_for("Retrying", 30, || {
+        matches!(w.state(), WriterState::Retrying { .. })
+    })
+    .await;
+    let err = (0..100)
+        .find_map(|_| w.output(&[b'd'; 4096]).err())
+        .expect("output refused past the spool limit");
+    assert!(err.reason.contains("spool limit"), "{err}");
+    assert!(matches!(w.state(), WriterState::Failed(r) if r.contains("spool limit")));
+    assert!(w.output(b"more").is_err());
+
+    // The store comes back: what was kept is still stored, but the recording stays failed.
+    s3.up();
+    let err = w
+        .finish("RecordingFailed")
+        .await
+        .expect_err("finish reports the failure");
+    assert!(err.reason.contains("spool limit"), "{err}");
+    let last = w.last_stored().unwrap();
+    let bytes = store.get(&key, Some(&last.version)).await.unwrap();
+    assert_eq!(sha256_hex(&bytes), last.sha256);
+    assert!(String::from_utf8_lossy(&bytes).contains("ended: RecordingFailed"));
+    assert!(verify(store.as_ref(), &last, None).await.ok());
+}
+
+#[tokio::test]
+async fn s3_init_bucket_check_and_cli() {
+    let s3 = S3Server::start();
+    let root = s3.root_store();
+    match root.check().await {
+        Err(StoreError::Misconfigured(m)) => assert!(m.contains("init-bucket"), "{m}"),
+        other => panic!("no bucket yet: {other:?}"),
+    }
+
+    let report = root.init_bucket().await.unwrap();
+    let steps: HashMap<_, _> = report.steps.iter().cloned().collect();
+    assert!(
+        matches!(steps["bucket"], InitBucketOutcome::Done(_)),
+        "{report}"
+    );
+    assert!(
+        matches!(steps["object lock"], InitBucketOutcome::Done(_)),
+        "{report}"
+    );
+    // versitygw 1.8 does not implement lifecycle: reported, not failed.
+    assert!(
+        matches!(&steps["lifecycle"], InitBucketOutcome::NotSupported(t) if t.contains("501")),
+        "{report}"
+    );
+    root.check().await.unwrap();
+    let again = root.init_bucket().await.unwrap();
+    assert!(
+        again.steps[..3]
+            .iter()
+            .all(|(_, o)| matches!(o, InitBucketOutcome::AlreadyDone(_))),
+        "{again}"
+    );
+
+    // A bucket without Object Lock is refused by the pre-session check.
+    root.client()
+        .create_bucket()
+        .bucket("plain")
+        .send()
+        .await
+        .unwrap();
+    let plain = S3Store::new(S3Config {
+        bucket: "plain".into(),
+        ..s3.root_config()
+    })
+    .unwrap();
+    assert!(matches!(
+        plain.check().await,
+        Err(StoreError::Misconfigured(_))
+    ));
+
+    // The limited key with the printed policy passes the check, and cannot write elsewhere.
+    s3.add_limited_user().await;
+    let user = s3.user_store();
+    user.check().await.unwrap();
+    assert!(matches!(
+        user.put_version("elsewhere/x.cast", b"x".to_vec().into())
+            .await,
+        Err(StoreError::Refused(_))
+    ));
+
+    // The real binary: init-bucket (idempotent) and verify-recording.
+    let bin = env!("CARGO_BIN_EXE_breakglass-server");
+    let out = Command::new(bin)
+        .args(["recordings", "init-bucket", "--server-access-key", USER])
+        .envs(&s3.env)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("NOT SUPPORTED"), "{stdout}");
+    assert!(
+        stdout.contains("arn:aws:s3:::tower-breakglass-v2/sessions/*"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\"recorder\""), "{stdout}");
+
+    let id = Uuid::now_v7();
+    let key = recording_key(id);
+    let v = user
+        .put_version(
+            &key,
+            b"{\"version\":2,\"width\":80,\"height\":24}\n"
+                .to_vec()
+                .into(),
+        )
+        .await
+        .unwrap();
+    let mut user_env = s3.env.clone();
+    user_env.insert("TOWER_BREAKGLASS_MINIO_ACCESS_KEY".into(), USER.into());
+    user_env.insert(
+        "TOWER_BREAKGLASS_MINIO_SECRET_KEY".into(),
+        USER_SECRET.into(),
+    );
+    let run_verify = |sha: &str| {
+        Command::new(bin)
+            .args([
+                "verify-recording",
+                &id.to_string(),
+                "--version",
+                &v.version_id,
+            ])
+            .args(["--sha256", sha, "--bytes", &v.bytes.to_string()])
+            .envs(&user_env)
+            .output()
+            .unwrap()
+    };
+    let ok = run_verify(&v.sha256);
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(text.contains("verified"), "{text}");
+    let bad = run_verify(&"ab".repeat(32));
+    let text = String::from_utf8_lossy(&bad.stdout);
+    assert_eq!(bad.status.code(), Some(1), "{text}");
+    assert!(text.contains("FAIL hash on record"), "{text}");
+}
+
+// ------------------------------------------------------------------------------ LocalStore
+
+#[cfg(unix)]
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn local_store_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(dir.path().join("recordings"));
+    store.check().await.unwrap();
+    let key = recording_key(Uuid::now_v7());
+    assert!(matches!(
+        store.get(&key, None).await,
+        Err(StoreError::NotFound { version: None, .. })
+    ));
+    assert!(matches!(
+        store.latest_version(&key).await,
+        Err(StoreError::NotFound { .. })
+    ));
+
+    let a = store
+        .put_version(&key, b"first".to_vec().into())
+        .await
+        .unwrap();
+    let b = store
+        .put_version(&key, b"second!".to_vec().into())
+        .await
+        .unwrap();
+    assert_eq!((a.version_id.as_str(), b.version_id.as_str()), ("1", "2"));
+    assert_eq!((b.bytes, b.sha256.clone()), (7, sha256_hex(b"second!")));
+    assert_eq!(store.get(&key, Some("1")).await.unwrap(), b"first");
+    assert_eq!(store.get(&key, None).await.unwrap(), b"second!");
+    assert_eq!(store.latest_version(&key).await.unwrap(), "2");
+    for missing in ["3", "0", "abc", "01M8MJQQ5V8V2HARQDGR97ZRAQ"] {
+        assert!(
+            matches!(
+                store.get(&key, Some(missing)).await,
+                Err(StoreError::NotFound { .. })
+            ),
+            "{missing}"
+        );
+    }
+    for bad in ["../escape.cast", "/abs.cast", "sessions/../x"] {
+        assert!(matches!(
+            store.put_version(bad, b"x".to_vec().into()).await,
+            Err(StoreError::InvalidKey(_))
+        ));
+    }
+    let path = store.version_path(&key, "1").unwrap();
+    assert_eq!(
+        path,
+        dir.path()
+            .join("recordings")
+            .join(format!("{key}.v"))
+            .join("1")
+    );
+    #[cfg(unix)]
+    assert_eq!(mode(&path), 0o444, "versions are read-only");
+    // No temporary files left behind.
+    let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+
+    // Concurrent puts of one key never share a number.
+    let store = Arc::new(store);
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let (s, k) = (store.clone(), key.clone());
+            tokio::spawn(async move { s.put_version(&k, vec![i; 10].into()).await.unwrap() })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.push(t.await.unwrap().version_id);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 8);
+    assert_eq!(store.latest_version(&key).await.unwrap(), "10");
+
+    // A directory that cannot be created fails the check.
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, b"").unwrap();
+    assert!(matches!(
+        LocalStore::new(blocker.join("sub")).check().await,
+        Err(StoreError::Misconfigured(_))
+    ));
+}
+
+#[tokio::test]
+async fn local_writer_versions_hash_and_asciinema() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn RecordingStore> = Arc::new(LocalStore::new(dir.path()));
+    let key = recording_key(Uuid::now_v7());
+    let versions = Versions::default();
+    let w = CastWriter::start(store.clone(), &key, info(), fast_config(), versions.sink())
+        .await
+        .unwrap();
+    play_session(&w).await;
+    let last = w.finish("UserEnded").await.unwrap();
+    check_versions(store.as_ref(), &versions.all(), &last).await;
+    let path = LocalStore::new(dir.path())
+        .version_path(&key, &last.version)
+        .unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(
+        last.sha256,
+        sha256_hex(&bytes),
+        "final hash = sha256 of the full cast"
+    );
+    assert_eq!(w.len(), bytes.len() as u64);
+    let played = asciinema_cat(&bytes);
+    assert!(played.contains("\x1b[1mbold\x1b[0m \u{20ac}"), "{played:?}");
+    assert!(verify(store.as_ref(), &last, None).await.ok());
+}
+
+#[tokio::test]
+async fn local_tampering_fails_verification() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = LocalStore::new(dir.path());
+    let store: Arc<dyn RecordingStore> = Arc::new(local.clone());
+    let key = recording_key(Uuid::now_v7());
+    let w = CastWriter::start(store.clone(), &key, info(), fast_config(), |_| {})
+        .await
+        .unwrap();
+    w.output(b"rm -rf /tmp/evidence\r\n").unwrap();
+    let good = w.finish("UserEnded").await.unwrap();
+    assert!(verify(store.as_ref(), &good, None).await.ok());
+
+    // Corrupt the recorded version in place (same length, so only the hash can tell).
+    let path = local.version_path(&key, &good.version).unwrap();
+    let original = std::fs::read(&path).unwrap();
+    let doctored = String::from_utf8(original.clone())
+        .unwrap()
+        .replace("evidence", "nothing!");
+    assert_eq!(doctored.len(), original.len());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    std::fs::write(&path, doctored).unwrap();
+    let r = verify(store.as_ref(), &good, None).await;
+    assert_eq!(r.failed(), [checks::HASH_ON_RECORD], "{r}");
+    assert!(r.to_string().contains("FAIL hash on record"), "{r}");
+
+    // Truncated: byte count and hash.
+    std::fs::write(&path, &original[..original.len() - 5]).unwrap();
+    let r = verify(store.as_ref(), &good, None).await;
+    assert_eq!(
+        r.failed(),
+        [
+            checks::BYTE_COUNT,
+            checks::HASH_ON_RECORD,
+            checks::ASCIICAST
+        ],
+        "{r}"
+    );
+
+    // A later version appended behind the row's back.
+    std::fs::write(&path, &original).unwrap();
+    store
+        .put_version(
+            &key,
+            b"{\"version\":2,\"width\":1,\"height\":1}\n"
+                .to_vec()
+                .into(),
+        )
+        .await
+        .unwrap();
+    let r = verify(store.as_ref(), &good, None).await;
+    assert_eq!(r.failed(), [checks::LATEST_VERSION], "{r}");
+
+    // Removed: version missing (and the later version is still reported).
+    std::fs::remove_file(&path).unwrap();
+    let r = verify(store.as_ref(), &good, None).await;
+    assert_eq!(
+        r.failed(),
+        [checks::VERSION_PRESENT, checks::LATEST_VERSION],
+        "{r}"
+    );
+    assert!(r.to_string().contains("version missing"), "{r}");
+}
+
+/// Blocks writes to `key` in a local store even for root: the versions directory is
+/// replaced by a plain file. Returns the moved-away directory to restore.
+fn block_local(local: &LocalStore, key: &str) -> PathBuf {
+    let vdir = local.versions_dir(key).unwrap();
+    let aside = vdir.with_extension("aside");
+    std::fs::rename(&vdir, &aside).unwrap();
+    std::fs::write(&vdir, b"blocked").unwrap();
+    aside
+}
+
+fn unblock_local(local: &LocalStore, key: &str, aside: &Path) {
+    let vdir = local.versions_dir(key).unwrap();
+    std::fs::remove_file(&vdir).unwrap();
+    std::fs::rename(aside, &vdir).unwrap();
+}
+
+#[tokio::test]
+async fn local_outage_retries_recovers_and_fails_past_the_spool_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = LocalStore::new(dir.path());
+    let store: Arc<dyn RecordingStore> = Arc::new(local.clone());
+    let key = recording_key(Uuid::now_v7());
+    let config = WriterConfig {
+        spool_limit: 32 * 1024,
+        ..fast_config()
+    };
+    let w = CastWriter::start(store.clone(), &key, info(), config, |_| {})
+        .await
+        .unwrap();
+
+    let aside = block_local(&local, &key);
+    w.output(&[b'x'; 8000]).unwrap();
+    wait_for(
+        "Retrying",
+        10,
+        || matches!(w.state(), WriterState::Retrying { attempts, .. } if attempts >= 2),
+    )
+    .await;
+    w.output(&[b'y'; 8000]).unwrap();
+    unblock_local(&local, &key, &aside);
+    wait_for("Healthy", 10, || w.state() == WriterState::Healthy).await;
+    let latest = store.get(&key, None).await.unwrap();
+    assert!(String::from_utf8_lossy(&latest).contains(&"y".repeat(8000)));
+
+    let aside = block_local(&local, &key);
+    w.output(b"z").unwrap();
+    wait_for("Retrying", 10, || {
+        matches!(w.state(), WriterState::Retrying { .. })
+    })
+    .await;
+    let err = (0..100)
+        .find_map(|_| w.output(&[b'w'; 4096]).err())
+        .expect("refused past the spool limit");
+    assert!(err.reason.contains("spool limit"), "{err}");
+    assert!(matches!(w.state(), WriterState::Failed(_)));
+    unblock_local(&local, &key, &aside);
+    assert!(w.finish("RecordingFailed").await.is_err());
+    let last = w.last_stored().unwrap();
+    assert!(verify(store.as_ref(), &last, None).await.ok());
+}
+
+#[tokio::test]
+async fn writer_bounds_size_records_input_only_when_asked_and_closes_on_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn RecordingStore> = Arc::new(LocalStore::new(dir.path()));
+
+    // Size bound.
+    let key = recording_key(Uuid::now_v7());
+    let config = WriterConfig {
+        max_bytes: 16 * 1024,
+        ..fast_config()
+    };
+    let w = CastWriter::start(store.clone(), &key, info(), config, |_| {})
+        .await
+        .unwrap();
+    let err = (0..10)
+        .find_map(|_| w.output(&[b'q'; 4096]).err())
+        .expect("refused past max_bytes");
+    assert!(err.reason.contains("maximum size"), "{err}");
+    assert!(w.len() <= 16 * 1024);
+    assert!(w.finish("RecordingFailed").await.is_err());
+    let stored = store.get(&key, None).await.unwrap();
+    parse(std::str::from_utf8(&stored).unwrap()).unwrap();
+
+    // Input: only with record_input.
+    for record_input in [false, true] {
+        let key = recording_key(Uuid::now_v7());
+        let config = WriterConfig {
+            record_input,
+            ..fast_config()
+        };
+        let w = CastWriter::start(store.clone(), &key, info(), config, |_| {})
+            .await
+            .unwrap();
+        w.input(b"ls\r").unwrap();
+        w.output(b"file\r\n").unwrap();
+        let last = w.finish("UserEnded").await.unwrap();
+        let bytes = store.get(&key, Some(&last.version)).await.unwrap();
+        let (_, events) = parse(std::str::from_utf8(&bytes).unwrap()).unwrap();
+        let inputs: Vec<_> = events.iter().filter(|e| e.code == Code::Input).collect();
+        assert_eq!(inputs.len(), usize::from(record_input), "{events:?}");
+    }
+
+    // Dropping every handle without finish still closes and stores the cast.
+    let key = recording_key(Uuid::now_v7());
+    let w = CastWriter::start(store.clone(), &key, info(), fast_config(), |_| {})
+        .await
+        .unwrap();
+    w.output(b"bye\r\n").unwrap();
+    drop(w);
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = String::from_utf8(store.get(&key, None).await.unwrap()).unwrap();
+        if text.contains("ended: recording writer dropped") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(text.contains("bye"), "{text}");
+    assert!(text.contains("ended: recording writer dropped"), "{text}");
+}
