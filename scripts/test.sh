@@ -18,12 +18,32 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date +%T)"; }
 step "PostgreSQL"
 eval "export $(scripts/postgres.sh start)"
 
+step "S3 server with Object Lock (versitygw; built once) and the asciinema CLI"
+scripts/s3.sh install
+scripts/asciinema.sh install
+
+step "Chromium and chromedriver for the browser tests (Debian packages)"
+if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq chromium chromium-driver
+fi
+
 step "test control plane (Go; cached per source version)"
 export BREAKGLASS_CONTROLPLANE_BIN
 BREAKGLASS_CONTROLPLANE_BIN=$(scripts/controlplane.sh build)
 ls -la "$BREAKGLASS_CONTROLPLANE_BIN"
 
-step "Rust tests (SQLite + PostgreSQL, control plane)"
+step "server binary for the end-to-end tests"
+cargo build -p breakglass-server
+export BREAKGLASS_SERVER_BIN="$CARGO_TARGET_DIR/debug/breakglass-server"
+
+if [ ! -f frontend/dist/index.html ]; then
+  step "frontend build (the browser tests serve it)"
+  scripts/install-tools.sh
+  ( source scripts/env.sh && trunk build --release )
+fi
+
+step "Rust tests (SQLite + PostgreSQL, S3, control plane, browser)"
 cargo test --workspace --exclude breakglass-frontend "$@"
 
 if [ -x scripts/fuzz-api.sh ]; then

@@ -123,6 +123,7 @@ impl ServerProcess {
 #[derive(Clone)]
 pub struct ApiClient {
     http: reqwest::Client,
+    jar: std::sync::Arc<reqwest::cookie::Jar>,
     base: String,
     csrf: String,
     /// The user.
@@ -132,7 +133,8 @@ pub struct ApiClient {
 impl ApiClient {
     /// Signs in as demo user `user` on the server at `base`.
     pub async fn login(base: &str, user: &str) -> anyhow::Result<ApiClient> {
-        let http = reqwest::Client::builder().cookie_store(true).build()?;
+        let jar = std::sync::Arc::new(reqwest::cookie::Jar::default());
+        let http = reqwest::Client::builder().cookie_provider(jar.clone()).build()?;
         let r = http
             .post(format!("{base}/api/breakglass/auth/dev-login"))
             .json(&json!({ "user": user }))
@@ -152,6 +154,7 @@ impl ApiClient {
             .to_string();
         Ok(ApiClient {
             http,
+            jar,
             base: base.to_string(),
             csrf,
             user: user.to_string(),
@@ -180,6 +183,22 @@ impl ApiClient {
             .await?;
         let status = r.status().as_u16();
         Ok((status, r.json().await.unwrap_or(Value::Null)))
+    }
+
+    /// The `Cookie` header this client sends (for WebSocket upgrades).
+    pub fn cookie_header(&self) -> String {
+        use reqwest::cookie::CookieStore;
+        self.base
+            .parse()
+            .ok()
+            .and_then(|u| self.jar.cookies(&u))
+            .and_then(|v| v.to_str().ok().map(String::from))
+            .unwrap_or_default()
+    }
+
+    /// GETs an API path as text.
+    pub async fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        Ok(self.http.get(format!("{}/api/breakglass{path}", self.base)).send().await?.text().await?)
     }
 
     /// Creates a request; returns the session id.
