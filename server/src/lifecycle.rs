@@ -234,11 +234,20 @@ pub async fn drive(ctx: &Arc<Context>, id: Uuid) -> Result<Session, ApiError> {
                     r.end(id, "activation failed").await;
                 }
                 if let Err(cleanup) = c.cleanup(&current, &progress).await {
-                    tracing::warn!(%cleanup, "cleanup after a failed activation did not finish; the sweep retries it");
-                    return Err(ApiError::new(
-                        breakglass_shared::ErrorCode::Unavailable,
-                        cleanup,
-                    ));
+                    // Nothing recorded as created: nothing to undo here. Anything the cluster
+                    // did create unrecorded carries the session label, and the sweep removes
+                    // it once the session is final.
+                    let created = current.grant_name.is_some()
+                        || current.process_access_annotated
+                        || current.debug_container.is_some()
+                        || current.copy_pod.is_some();
+                    if created {
+                        tracing::warn!(%cleanup, "cleanup after a failed activation did not finish; the sweep retries it");
+                        return Err(ApiError::new(
+                            breakglass_shared::ErrorCode::Unavailable,
+                            cleanup,
+                        ));
+                    }
                 }
                 return apply(ctx, id, |_| {
                     Ok(SessionEvent::ActivationFailed {
