@@ -30,11 +30,21 @@ async fn main() {
     std::fs::write(&cfg, config_toml(&[("ground", "ground", kc)], "")).unwrap();
     let bin = breakglass_e2e::server::server_binary().unwrap();
     let out = std::process::Command::new(&bin)
-        .args(["policies", "render", "--cluster", "ground", "--identity", cp.username(Identity::BreakglassSa).unwrap(), "--config"])
+        .args([
+            "policies",
+            "render",
+            "--cluster",
+            "ground",
+            "--identity",
+            cp.username(Identity::BreakglassSa).unwrap(),
+            "--config",
+        ])
         .arg(&cfg)
         .output()
         .unwrap();
-    breakglass_e2e::apply::apply_yaml(&admin, &String::from_utf8(out.stdout).unwrap()).await.unwrap();
+    breakglass_e2e::apply::apply_yaml(&admin, &String::from_utf8(out.stdout).unwrap())
+        .await
+        .unwrap();
     let ns = cp.namespace("bench").await.unwrap();
     let pods: Api<Pod> = Api::namespaced(admin.clone(), ns.name());
     for i in 0..(2 * N) {
@@ -46,7 +56,9 @@ async fn main() {
         pods.create(&PostParams::default(), &pod).await.unwrap();
     }
     for i in 0..(2 * N) {
-        wait_for_pod_running(&pods, &format!("p{i}"), Duration::from_secs(30)).await.unwrap();
+        wait_for_pod_running(&pods, &format!("p{i}"), Duration::from_secs(30))
+            .await
+            .unwrap();
     }
 
     // Baseline: the ephemeral container added directly.
@@ -55,13 +67,19 @@ async fn main() {
         let name = format!("p{i}");
         let t = Instant::now();
         let patch = json!({"spec": {"ephemeralContainers": [{"name": "debug-direct", "image": "registry.example/debug@sha256:0", "stdin": true, "tty": true}]}});
-        pods.patch_ephemeral_containers(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
-        wait_for_container_running(&pods, &name, "debug-direct", Duration::from_secs(30)).await.unwrap();
+        pods.patch_ephemeral_containers(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .unwrap();
+        wait_for_container_running(&pods, &name, "debug-direct", Duration::from_secs(30))
+            .await
+            .unwrap();
         base.push(t.elapsed());
     }
 
     // Through the server: request (auto-approved on Ground) → Active.
-    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[]).await.unwrap();
+    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
+        .await
+        .unwrap();
     let alice = server.login("alice").await.unwrap();
     let mut ours = Vec::new();
     for i in N..(2 * N) {
@@ -71,7 +89,10 @@ async fn main() {
                            "reason": "benchmarking activation latency", "duration_minutes": 30}))
             .await
             .unwrap();
-        alice.wait_state(&id, &["Active"], Duration::from_secs(60)).await.unwrap();
+        alice
+            .wait_state(&id, &["Active"], Duration::from_secs(60))
+            .await
+            .unwrap();
         ours.push(t.elapsed());
     }
     let (b50, b95) = (pct(&mut base, 0.5), pct(&mut base, 0.95));
@@ -79,5 +100,9 @@ async fn main() {
     println!("activation over {N} runs on the test control plane");
     println!("  baseline (ephemeral container added directly): p50 {b50:?}  p95 {b95:?}");
     println!("  approve -> Active through the server:          p50 {o50:?}  p95 {o95:?}");
-    println!("  ratio p50 {:.2}x  p95 {:.2}x  (design target: p95 at most 1.5 s)", o50.as_secs_f64() / b50.as_secs_f64(), o95.as_secs_f64() / b95.as_secs_f64());
+    println!(
+        "  ratio p50 {:.2}x  p95 {:.2}x  (design target: p95 at most 1.5 s)",
+        o50.as_secs_f64() / b50.as_secs_f64(),
+        o95.as_secs_f64() / b95.as_secs_f64()
+    );
 }

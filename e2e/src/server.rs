@@ -134,7 +134,9 @@ impl ApiClient {
     /// Signs in as demo user `user` on the server at `base`.
     pub async fn login(base: &str, user: &str) -> anyhow::Result<ApiClient> {
         let jar = std::sync::Arc::new(reqwest::cookie::Jar::default());
-        let http = reqwest::Client::builder().cookie_provider(jar.clone()).build()?;
+        let http = reqwest::Client::builder()
+            .cookie_provider(jar.clone())
+            .build()?;
         let r = http
             .post(format!("{base}/api/breakglass/auth/dev-login"))
             .json(&json!({ "user": user }))
@@ -198,7 +200,13 @@ impl ApiClient {
 
     /// GETs an API path as text.
     pub async fn get_text(&self, path: &str) -> anyhow::Result<String> {
-        Ok(self.http.get(format!("{}/api/breakglass{path}", self.base)).send().await?.text().await?)
+        Ok(self
+            .http
+            .get(format!("{}/api/breakglass{path}", self.base))
+            .send()
+            .await?
+            .text()
+            .await?)
     }
 
     /// Creates a request; returns the session id.

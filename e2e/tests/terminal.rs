@@ -13,10 +13,10 @@ use kube::api::PostParams;
 use kube::Api;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -30,12 +30,26 @@ async fn setup() -> (ServerProcess, ApiClient, String, tempfile::TempDir, String
     // Guardrails for this cluster, rendered by the server itself.
     let bin = breakglass_e2e::server::server_binary().unwrap();
     let out = std::process::Command::new(&bin)
-        .args(["policies", "render", "--cluster", "ground", "--identity", cp.username(Identity::BreakglassSa).unwrap(), "--config"])
+        .args([
+            "policies",
+            "render",
+            "--cluster",
+            "ground",
+            "--identity",
+            cp.username(Identity::BreakglassSa).unwrap(),
+            "--config",
+        ])
         .arg(&cfg)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    breakglass_e2e::apply::apply_yaml(&admin, &String::from_utf8(out.stdout).unwrap()).await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    breakglass_e2e::apply::apply_yaml(&admin, &String::from_utf8(out.stdout).unwrap())
+        .await
+        .unwrap();
 
     let ns = cp.namespace("bg-term").await.unwrap();
     let ns_name = ns.name().to_string();
@@ -47,24 +61,38 @@ async fn setup() -> (ServerProcess, ApiClient, String, tempfile::TempDir, String
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    wait_for_pod_running(&pods, "shell", Duration::from_secs(30)).await.unwrap();
-
-    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[]).await.unwrap();
-    let alice = server.login("alice").await.unwrap();
-    let id = alice
-        .create(json!({"environment": "ground", "namespace": ns_name, "pod": "shell", "mode": "live",
-                       "reason": "checking the relay end to end", "duration_minutes": 30}))
+    wait_for_pod_running(&pods, "shell", Duration::from_secs(30))
         .await
         .unwrap();
-    alice.wait_state(&id, &["Active"], T).await.unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+
+    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
+        .await
+        .unwrap();
+    let alice = server.login("alice").await.unwrap();
+    let id = alice
+        .create(
+            json!({"environment": "ground", "namespace": ns_name, "pod": "shell", "mode": "live",
+                       "reason": "checking the relay end to end", "duration_minutes": 30}),
+        )
+        .await
+        .unwrap();
+    alice
+        .wait_state(&id, &["Active"], T)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
     (server, alice, id, dir, ns_name)
 }
 
 async fn connect(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
-    let url = format!("{}/api/breakglass/sessions/{id}/terminal", server.url.replace("http://", "ws://"));
+    let url = format!(
+        "{}/api/breakglass/sessions/{id}/terminal",
+        server.url.replace("http://", "ws://")
+    );
     let mut req = url.into_client_request().unwrap();
-    req.headers_mut().insert("cookie", who.cookie_header().parse().unwrap());
-    req.headers_mut().insert("origin", server.url.parse().unwrap());
+    req.headers_mut()
+        .insert("cookie", who.cookie_header().parse().unwrap());
+    req.headers_mut()
+        .insert("origin", server.url.parse().unwrap());
     let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
     ws
 }
@@ -103,15 +131,37 @@ async fn closed_with(ws: &mut Ws) -> (u16, String) {
 async fn keystrokes_in_output_out_recorded_and_closed_at_end() {
     let (server, alice, id, _dir, _ns) = setup().await;
     let mut ws = connect(&server, &alice, &id).await;
-    ws.send(Message::Binary(Frame::Resize { cols: 100, rows: 30 }.encode().into())).await.unwrap();
-    ws.send(Message::Binary(Frame::Data(b"echo hel''lo-$((6*7))\r").encode().into())).await.unwrap();
+    ws.send(Message::Binary(
+        Frame::Resize {
+            cols: 100,
+            rows: 30,
+        }
+        .encode()
+        .into(),
+    ))
+    .await
+    .unwrap();
+    ws.send(Message::Binary(
+        Frame::Data(b"echo hel''lo-$((6*7))\r").encode().into(),
+    ))
+    .await
+    .unwrap();
     let (seen, closed) = read_until(&mut ws, "hello-42").await;
-    assert!(closed.is_none(), "closed early: {closed:?}; saw {seen:?}\n{}", server.log_text());
-    ws.send(Message::Binary(Frame::Data(b"stty size\r").encode().into())).await.unwrap();
+    assert!(
+        closed.is_none(),
+        "closed early: {closed:?}; saw {seen:?}\n{}",
+        server.log_text()
+    );
+    ws.send(Message::Binary(Frame::Data(b"stty size\r").encode().into()))
+        .await
+        .unwrap();
     let (seen, _) = read_until(&mut ws, "30 100").await;
     assert!(seen.contains("30 100"), "resize reached the PTY: {seen:?}");
 
-    let (st, _) = alice.post(&format!("/sessions/{id}/end"), json!({})).await.unwrap();
+    let (st, _) = alice
+        .post(&format!("/sessions/{id}/end"), json!({}))
+        .await
+        .unwrap();
     assert_eq!(st, 200);
     let (code, reason) = closed_with(&mut ws).await;
     assert_eq!(code, close::SESSION_ENDED, "{reason}");
@@ -120,23 +170,54 @@ async fn keystrokes_in_output_out_recorded_and_closed_at_end() {
     assert!(rec["sha256"].as_str().unwrap().len() == 64, "{rec}");
 
     // The recording has the output, the resize and the markers; its hash is the row's.
-    let (st, _) = alice.get(&format!("/sessions/{id}/recording")).await.unwrap();
+    let (st, _) = alice
+        .get(&format!("/sessions/{id}/recording"))
+        .await
+        .unwrap();
     assert_eq!(st, 200);
-    let cast = alice.get_text(&format!("/sessions/{id}/recording")).await.unwrap();
+    let cast = alice
+        .get_text(&format!("/sessions/{id}/recording"))
+        .await
+        .unwrap();
     let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
-    let output: String = events.iter().filter(|e| e.code == breakglass_shared::recording::Code::Output).map(|e| e.data.as_str()).collect();
+    let output: String = events
+        .iter()
+        .filter(|e| e.code == breakglass_shared::recording::Code::Output)
+        .map(|e| e.data.as_str())
+        .collect();
     assert!(output.contains("hello-42"), "{output:?}");
-    assert!(events.iter().any(|e| e.code == breakglass_shared::recording::Code::Resize && e.data == "100x30"));
-    let markers: Vec<&str> = events.iter().filter(|e| e.code == breakglass_shared::recording::Code::Marker).map(|e| e.data.as_str()).collect();
-    assert!(markers.iter().any(|m| m.starts_with("approved")), "{markers:?}");
+    assert!(events
+        .iter()
+        .any(|e| e.code == breakglass_shared::recording::Code::Resize && e.data == "100x30"));
+    let markers: Vec<&str> = events
+        .iter()
+        .filter(|e| e.code == breakglass_shared::recording::Code::Marker)
+        .map(|e| e.data.as_str())
+        .collect();
+    assert!(
+        markers.iter().any(|m| m.starts_with("approved")),
+        "{markers:?}"
+    );
     assert!(markers.contains(&"active"), "{markers:?}");
-    assert!(markers.iter().any(|m| m.starts_with("ended")), "{markers:?}");
-    let (st, v) = alice.get(&format!("/sessions/{id}/recording/verify")).await.unwrap();
+    assert!(
+        markers.iter().any(|m| m.starts_with("ended")),
+        "{markers:?}"
+    );
+    let (st, v) = alice
+        .get(&format!("/sessions/{id}/recording/verify"))
+        .await
+        .unwrap();
     assert_eq!(st, 200);
     assert_eq!(v["ok"], true, "{v}");
     // Approvers of the environment may read it too.
     let bob = server.login("bob").await.unwrap();
-    assert_eq!(bob.get(&format!("/sessions/{id}/recording")).await.unwrap().0, 200);
+    assert_eq!(
+        bob.get(&format!("/sessions/{id}/recording"))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
 }
 
 #[tokio::test]
@@ -152,7 +233,9 @@ async fn bad_frames_strangers_takeover_and_ended_sessions_are_closed_with_a_code
     assert_eq!(closed_with(&mut ws).await.0, close::BAD_FRAME);
     // A malformed resize.
     let mut ws = connect(&server, &alice, &id).await;
-    ws.send(Message::Binary(vec![1u8, 0, 1].into())).await.unwrap();
+    ws.send(Message::Binary(vec![1u8, 0, 1].into()))
+        .await
+        .unwrap();
     assert_eq!(closed_with(&mut ws).await.0, close::BAD_FRAME);
     // A second connection takes over the first.
     let mut first = connect(&server, &alice, &id).await;
@@ -160,17 +243,33 @@ async fn bad_frames_strangers_takeover_and_ended_sessions_are_closed_with_a_code
     let _ = (seen, c);
     let mut second = connect(&server, &alice, &id).await;
     assert_eq!(closed_with(&mut first).await.0, close::TAKEN_OVER);
-    second.send(Message::Binary(Frame::Data(b"echo still-$((1+1))\r").encode().into())).await.unwrap();
+    second
+        .send(Message::Binary(
+            Frame::Data(b"echo still-$((1+1))\r").encode().into(),
+        ))
+        .await
+        .unwrap();
     assert!(read_until(&mut second, "still-2").await.1.is_none());
     drop(second);
     // After the end, a socket is refused with NOT_ACTIVE.
-    alice.post(&format!("/sessions/{id}/end"), json!({})).await.unwrap();
+    alice
+        .post(&format!("/sessions/{id}/end"), json!({}))
+        .await
+        .unwrap();
     alice.wait_state(&id, &["Ended"], T).await.unwrap();
     let mut ws = connect(&server, &alice, &id).await;
     assert_eq!(closed_with(&mut ws).await.0, close::NOT_ACTIVE);
     // Nothing but markers came from the refused frames: "pwned" never reached the pod.
-    let cast = alice.get_text(&format!("/sessions/{id}/recording")).await.unwrap();
-    assert!(!cast.contains("pwned"), "refused input must not reach the pod or the recording");
-    assert!(cast.contains("refused: text frame"), "a marker records the refusal");
-    let _ = CloseCode::Normal;
+    let cast = alice
+        .get_text(&format!("/sessions/{id}/recording"))
+        .await
+        .unwrap();
+    assert!(
+        !cast.contains("pwned"),
+        "refused input must not reach the pod or the recording"
+    );
+    assert!(
+        cast.contains("refused: text frame"),
+        "a marker records the refusal"
+    );
 }
