@@ -28,21 +28,8 @@ async fn main() {
     let kc = cp.kubeconfig_path(Identity::BreakglassSa).unwrap();
     let cfg = dir.path().join("server.toml");
     std::fs::write(&cfg, config_toml(&[("ground", "ground", kc)], "")).unwrap();
-    let bin = breakglass_e2e::server::server_binary().unwrap();
-    let out = std::process::Command::new(&bin)
-        .args([
-            "policies",
-            "render",
-            "--cluster",
-            "ground",
-            "--identity",
-            cp.username(Identity::BreakglassSa).unwrap(),
-            "--config",
-        ])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    breakglass_e2e::apply::apply_yaml(&admin, &String::from_utf8(out.stdout).unwrap())
+    let identity = cp.username(Identity::BreakglassSa).unwrap();
+    breakglass_e2e::server::install_guardrails(cp, &cfg, "ground", identity)
         .await
         .unwrap();
     let ns = cp.namespace("bench").await.unwrap();

@@ -277,3 +277,36 @@ pub fn config_toml(envs: &[(&str, &str, &Path)], extra: &str) -> String {
     }
     s
 }
+
+/// Renders the guardrails of environment `env` with the server's own CLI
+/// (`policies render --cluster ENV --identity USER --config FILE`) and applies them as the
+/// cluster's admin.
+pub async fn install_guardrails(
+    cp: &crate::ControlPlane,
+    config: &Path,
+    env: &str,
+    identity: &str,
+) -> anyhow::Result<()> {
+    let bin = server_binary()?;
+    let out = std::process::Command::new(&bin)
+        .args([
+            "policies",
+            "render",
+            "--cluster",
+            env,
+            "--identity",
+            identity,
+            "--config",
+        ])
+        .arg(config)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "policies render {env}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let admin = cp.client(crate::Identity::Admin).await?;
+    crate::apply::apply_yaml(&admin, &String::from_utf8(out.stdout)?).await?;
+    Ok(())
+}

@@ -52,29 +52,8 @@ async fn install_guardrails(cp: &'static ControlPlane, tier: &str) {
     let cfg = dir.path().join("render.toml");
     let kc = cp.kubeconfig_path(Identity::BreakglassSa).unwrap();
     std::fs::write(&cfg, config_toml(&[(tier, tier, kc)], "")).unwrap();
-    let bin = breakglass_e2e::server::server_binary().unwrap();
     let identity = cp.username(Identity::BreakglassSa).unwrap();
-    let out = std::process::Command::new(&bin)
-        .args([
-            "policies",
-            "render",
-            "--cluster",
-            tier,
-            "--identity",
-            identity,
-            "--config",
-        ])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "render {tier}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let yaml = String::from_utf8(out.stdout).unwrap();
-    let admin = cp.client(Identity::Admin).await.unwrap();
-    breakglass_e2e::apply::apply_yaml(&admin, &yaml)
+    breakglass_e2e::server::install_guardrails(cp, &cfg, tier, identity)
         .await
         .unwrap();
 }

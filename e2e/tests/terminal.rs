@@ -28,26 +28,8 @@ async fn setup() -> (ServerProcess, ApiClient, String, tempfile::TempDir, String
     let cfg = dir.path().join("server.toml");
     std::fs::write(&cfg, config_toml(&[("ground", "ground", kc)], "")).unwrap();
     // Guardrails for this cluster, rendered by the server itself.
-    let bin = breakglass_e2e::server::server_binary().unwrap();
-    let out = std::process::Command::new(&bin)
-        .args([
-            "policies",
-            "render",
-            "--cluster",
-            "ground",
-            "--identity",
-            cp.username(Identity::BreakglassSa).unwrap(),
-            "--config",
-        ])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    breakglass_e2e::apply::apply_yaml(&admin, &String::from_utf8(out.stdout).unwrap())
+    let identity = cp.username(Identity::BreakglassSa).unwrap();
+    breakglass_e2e::server::install_guardrails(cp, &cfg, "ground", identity)
         .await
         .unwrap();
 

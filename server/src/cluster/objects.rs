@@ -127,6 +127,15 @@ fn debug_security_context(process_access: bool) -> SecurityContext {
     }
 }
 
+/// The env var naming the session, which the policies match against the container's name.
+fn session_env(s: &Session) -> Option<Vec<EnvVar>> {
+    Some(vec![EnvVar {
+        name: SESSION_ENV.into(),
+        value: Some(s.id.to_string()),
+        value_from: None,
+    }])
+}
+
 /// The ephemeral debug container (live mode).
 pub fn ephemeral_container(s: &Session, image: &str) -> EphemeralContainer {
     EphemeralContainer {
@@ -134,11 +143,7 @@ pub fn ephemeral_container(s: &Session, image: &str) -> EphemeralContainer {
         image: Some(image.into()),
         stdin: Some(true),
         tty: Some(true),
-        env: Some(vec![EnvVar {
-            name: SESSION_ENV.into(),
-            value: Some(s.id.to_string()),
-            value_from: None,
-        }]),
+        env: session_env(s),
         target_container_name: s.target_container.clone(),
         security_context: Some(debug_security_context(s.target_container.is_some())),
         ..Default::default()
@@ -176,11 +181,7 @@ pub fn copy_pod(s: &Session, original: &Pod, image: &str) -> Pod {
         image: Some(image.into()),
         stdin: Some(true),
         tty: Some(true),
-        env: Some(vec![EnvVar {
-            name: SESSION_ENV.into(),
-            value: Some(s.id.to_string()),
-            value_from: None,
-        }]),
+        env: session_env(s),
         security_context: Some(debug_security_context(s.target_container.is_some())),
         ..Default::default()
     });
