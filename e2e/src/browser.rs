@@ -125,11 +125,23 @@ impl WebServer {
     }
 }
 
-/// A running `chromedriver`.
+/// A running `chromedriver`, in its own process group with the browsers it starts: dropping
+/// it kills them all, so a failing test leaves no Chromium behind.
 pub struct ChromeDriver {
-    _child: Child,
+    child: Child,
     /// WebDriver URL.
     pub url: String,
+}
+
+impl Drop for ChromeDriver {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
 }
 
 impl ChromeDriver {
@@ -141,6 +153,7 @@ impl ChromeDriver {
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .with_context(|| {
@@ -158,7 +171,7 @@ impl ChromeDriver {
         )
         .await?;
         Ok(ChromeDriver {
-            _child: child,
+            child,
             url: format!("http://127.0.0.1:{port}"),
         })
     }
@@ -234,6 +247,17 @@ impl Browser {
                 }
             }
             Ok(None)
+        })
+        .await
+    }
+
+    /// Waits for an element matching `css` to exist, displayed or not (e.g. xterm's input
+    /// textarea, which is kept out of sight).
+    pub async fn wait_present(&self, css: &str) -> anyhow::Result<Element> {
+        let what = format!("{}: `{css}` to exist", self.name);
+        let client = &self.client;
+        wait_until(&what, UI_WAIT, || async move {
+            Ok(client.find_all(Locator::Css(css)).await?.into_iter().next())
         })
         .await
     }

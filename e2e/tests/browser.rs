@@ -1,26 +1,44 @@
 //! The browser app end to end: headless Chromium against the real server binary serving the
 //! built frontend (`frontend/dist`; CI builds it with trunk before the tests).
 //!
-//! Covered now (no cluster needed): dev sign-in, deep links, the Debug panel's form with its
-//! validation, a Flight request waiting for approval, the queue strip updating live for the
-//! approver, one-click approval and inline denial, and the requester's panel following each
-//! change without a reload (SSE). Screenshots of every page go to `$BREAKGLASS_ARTIFACTS`
-//! (default `target/screenshots`).
+//! `request_and_approve_in_the_browser` needs no cluster: dev sign-in, deep links, the Debug
+//! panel's form with its validation, a Flight request waiting for approval, the queue strip
+//! updating live for the approver, one-click approval and inline denial, and the requester's
+//! panel following each change without a reload (SSE).
 //!
-//! Not yet: activation, the terminal and the recording need the cluster driver and the terminal
-//! relay; [`activation_terminal_and_recording`] holds those steps and the ignored test
-//! `terminal_and_recording_in_the_browser` runs them once a cluster-backed server exists.
+//! `terminal_and_recording_in_the_browser` runs against the test control plane: the approved
+//! session activates, the terminal opens in the Debug panel, `echo hello` prints `hello`, End
+//! closes it, and the recording player finds `hello` and shows the integrity badge.
+//!
+//! Screenshots of every page go to `$BREAKGLASS_ARTIFACTS` (default `target/screenshots`).
+
+use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer, UI_WAIT};
-use breakglass_e2e::wait_until;
+use breakglass_e2e::server::{config_toml, install_guardrails};
+use breakglass_e2e::{wait_for_pod_running, wait_until, ControlPlane, Identity};
 use fantoccini::Locator;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::Api;
+use serde_json::json;
 
 const POD_PATH: &str = "/env/prod/ns/shop/pod/web-1";
 
-/// Fills and submits the Debug panel's form with a valid request.
+/// Fills and submits the Debug panel's form with a valid request (target container `app`:
+/// a select when the cluster listing answered, else a text field).
 async fn request_access(b: &Browser, reason: &str) -> anyhow::Result<()> {
-    b.fill("#bg-target", "app").await?;
+    let target = b.wait_for("#bg-target").await?;
+    if target.tag_name().await?.eq_ignore_ascii_case("select") {
+        b.js(
+            "const s = document.getElementById('bg-target'); s.value = 'app'; \
+              s.dispatchEvent(new Event('change', { bubbles: true })); return null",
+        )
+        .await?;
+    } else {
+        b.fill("#bg-target", "app").await?;
+    }
     b.fill("#bg-reason", reason).await?;
     b.fill("#bg-ticket", "https://tracker.example.com/INC-4711")
         .await?;
@@ -237,29 +255,33 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The rest of the requester's flow, once sessions activate for real: the approved session
-/// turns `Active`, the terminal opens in the Debug panel, `echo hello` prints `hello`, End
-/// closes it, and the recording player finds `hello`. `alice` is on the Debug panel of an
-/// approved session.
+/// The requester's flow once the session is approved: it turns `Active`, the terminal opens in
+/// the Debug panel, `echo hello` prints `hello`, End closes it, and the recording player finds
+/// `hello` and says the recording is verified. `alice` is on the Debug panel.
 async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()> {
-    panel_state(alice, "Active").await?;
+    alice
+        .wait_for_within(
+            "[data-testid=session-panel][data-state=Active]",
+            Duration::from_secs(60),
+        )
+        .await?;
     alice.wait_for("[data-testid=time-left]").await?;
     alice
         .wait_text(".terminal-status", "Connected")
         .await
         .context("the terminal connects")?;
-    alice.click(".term-box .xterm").await?;
     let textarea = alice
-        .wait_for(".term-box textarea.xterm-helper-textarea")
+        .wait_present(".term-box textarea.xterm-helper-textarea")
         .await?;
     textarea.send_keys("echo hello\n").await?;
     wait_until("the terminal prints hello", UI_WAIT, || async {
         let rows = alice
             .js("return [...document.querySelectorAll('.term-box .xterm-rows > div')].map(d => d.textContent)")
             .await?;
-        let hello = rows
-            .as_array()
-            .is_some_and(|r| r.iter().any(|l| l.as_str().map(str::trim_end) == Some("hello")));
+        let hello = rows.as_array().is_some_and(|r| {
+            r.iter()
+                .any(|l| l.as_str().map(str::trim_end) == Some("hello"))
+        });
         Ok(hello.then_some(()))
     })
     .await?;
@@ -267,7 +289,15 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
     alice
         .click("[data-testid=session-panel] [data-action=end]")
         .await?;
-    panel_state(alice, "Ended").await?;
+    alice
+        .wait_for_within(
+            "[data-testid=session-panel][data-state=Ended]",
+            Duration::from_secs(60),
+        )
+        .await?;
+    // The terminal goes away with the session.
+    alice.wait_gone(".term-box").await?;
+    alice.screenshot("21-ended").await?;
     alice
         .click("[data-testid=session-panel] .panel-actions a[href$='/recording']")
         .await?;
@@ -283,30 +313,65 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
     alice
         .wait_text("[data-testid=integrity]", "Verified")
         .await?;
-    alice.screenshot("21-recording").await?;
+    alice.screenshot("22-recording").await?;
     Ok(())
 }
 
-/// Needs a server whose `prod` environment is a real cluster (the test control plane) with the
-/// terminal relay and recording store: point `BREAKGLASS_E2E_CONFIG` at its config file.
+/// Against the test control plane: a Flight environment with a real pod, the server's
+/// guardrails installed, the relay and the recording store on.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the cluster driver, the terminal relay and recordings: set BREAKGLASS_E2E_CONFIG"]
 async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
-    let config = std::env::var("BREAKGLASS_E2E_CONFIG")
-        .context("BREAKGLASS_E2E_CONFIG: a server config whose `prod` environment has a cluster")?;
     let dist = frontend_dist()?;
-    let server = WebServer::start(&dist, &["--config", &config]).await?;
-    let driver = ChromeDriver::start().await?;
-    let alice = Browser::open(&driver, "alice", false).await?;
-    let bob = Browser::open(&driver, "bob", false).await?;
-    alice.goto(&server.at("/")).await?;
-    alice.dev_sign_in("alice").await?;
-    alice.goto(&server.at(POD_PATH)).await?;
-    request_access(&alice, "orders stuck in the payment worker since 09:10").await?;
-    panel_state(&alice, "PendingApproval").await?;
-    bob.goto(&server.at("/")).await?;
-    bob.dev_sign_in("bob").await?;
-    bob.click("[data-testid=queue-item] [data-action=approve]")
-        .await?;
-    activation_terminal_and_recording(&alice).await
+    let cp = ControlPlane::shared().await?;
+    let dir = tempfile::tempdir()?;
+    let cfg = dir.path().join("server.toml");
+    let kubeconfig = cp.kubeconfig_path(Identity::BreakglassSa)?;
+    std::fs::write(&cfg, config_toml(&[("prod", "flight", kubeconfig)], ""))?;
+    install_guardrails(cp, &cfg, "prod", cp.username(Identity::BreakglassSa)?).await?;
+    let ns = cp.namespace("bg-browser").await?;
+    let pods: Api<Pod> = Api::namespaced(cp.client(Identity::Admin).await?, ns.name());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "web-1", "labels": { "app": "web" } },
+        "spec": { "containers": [{ "name": "app", "image": "registry.example/app:1" }] }
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    wait_for_pod_running(&pods, "web-1", Duration::from_secs(30)).await?;
+
+    let cfg = cfg.to_string_lossy().into_owned();
+    let server = WebServer::start(&dist, &["--config", &cfg]).await?;
+    let result = async {
+        let driver = ChromeDriver::start().await?;
+        let alice = Browser::open(&driver, "alice", false).await?;
+        let bob = Browser::open(&driver, "bob", false).await?;
+        alice.goto(&server.at("/")).await?;
+        alice.dev_sign_in("alice").await?;
+        alice
+            .goto(&server.at(&format!("/env/prod/ns/{}/pod/web-1", ns.name())))
+            .await?;
+        // The cluster lists the pod: its containers fill the target select.
+        alice
+            .wait_text("[data-testid=pod-status]", "Running")
+            .await?;
+        alice.wait_for("select#bg-target").await?;
+        request_access(&alice, "orders stuck in the payment worker since 09:10").await?;
+        panel_state(&alice, "PendingApproval").await?;
+        bob.goto(&server.at("/")).await?;
+        bob.dev_sign_in("bob").await?;
+        bob.click("[data-testid=queue-item] [data-action=approve]")
+            .await?;
+        bob.goto(&server.at("/env/prod")).await?;
+        bob.wait_for("[data-testid=guardrails] .checks").await?;
+        bob.screenshot("23-environment-with-cluster").await?;
+        activation_terminal_and_recording(&alice).await?;
+        for b in [alice, bob] {
+            b.close().await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if result.is_err() {
+        eprintln!("server log:\n{}", server.log_text());
+    }
+    ns.delete().await?;
+    result
 }

@@ -1,63 +1,370 @@
-//! The application shell. Pages and components will be added as modules under it.
+//! The application shell: who is signed in (and the dev-login switcher), the live feed, the
+//! top bar and the routes. Pages live in [`crate::pages`], components in [`crate::components`].
 
+use breakglass_shared::api::{EnvironmentInfo, WhoAmI};
+use breakglass_shared::Session;
 use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::components::{Route, Router, Routes, A};
+use leptos_router::hooks::use_location;
+use leptos_router::path;
 
-use crate::api::{self, WhoAmI};
+use crate::api::{self, links};
+use crate::components::common::{dynv, ErrorNotice, Loading};
+use crate::fetch::fetch;
+use crate::live::{provide_live, use_live, StreamStatus};
+use crate::pages;
 
 /// Product name shown in the header (keep `<title>` in index.html in step).
 pub const PRODUCT_NAME: &str = "Break-glass";
 
+/// The signed-in user and what they may do (a context).
+#[derive(Clone, Copy)]
+pub struct Auth {
+    /// The server's answer to `whoami` (replaced on sign-in and sign-out).
+    pub me: RwSignal<WhoAmI>,
+}
+
+impl Auth {
+    /// The user's name (tracked).
+    pub fn user(&self) -> Option<String> {
+        self.me.with(|m| m.user.as_ref().map(|u| u.name.clone()))
+    }
+
+    /// An environment the user holds a permission in (tracked).
+    pub fn env(&self, name: &str) -> Option<EnvironmentInfo> {
+        self.me
+            .with(|m| m.environments.iter().find(|e| e.name == name).cloned())
+    }
+
+    /// Whether the user is the requester of `s` (tracked).
+    pub fn is_requester(&self, s: &Session) -> bool {
+        self.user().is_some_and(|u| u == s.requester)
+    }
+
+    /// Whether the user may approve or deny `s`: `approve` there, and not their own request.
+    pub fn may_approve(&self, s: &Session) -> bool {
+        !self.is_requester(s)
+            && self
+                .env(&s.environment)
+                .is_some_and(|e| e.permissions.approve)
+    }
+
+    /// Whether the user may break the glass on `s` (`self` there).
+    pub fn may_break_glass(&self, s: &Session) -> bool {
+        self.env(&s.environment)
+            .is_some_and(|e| e.permissions.self_approve)
+    }
+
+    /// Whether the user may terminate `s` (`terminate` there, someone else's session).
+    pub fn may_terminate(&self, s: &Session) -> bool {
+        !self.is_requester(s)
+            && self
+                .env(&s.environment)
+                .is_some_and(|e| e.permissions.terminate)
+    }
+
+    /// Whether the user may review `s` (`approve` there, not their own, finished, unreviewed).
+    pub fn may_review(&self, s: &Session) -> bool {
+        s.state.is_final()
+            && s.active_at.is_some()
+            && s.review.is_none()
+            && !self.is_requester(s)
+            && self
+                .env(&s.environment)
+                .is_some_and(|e| e.permissions.approve)
+    }
+}
+
+/// The auth context (panics outside the shell, a programming error).
+pub fn use_auth() -> Auth {
+    expect_context::<Auth>()
+}
+
+/// Sets the document title: `<page> · Break-glass`.
+pub fn set_title(page: &str) {
+    if let Some(doc) = web_sys::window().and_then(|w| w.document()) {
+        if page.is_empty() {
+            doc.set_title(PRODUCT_NAME);
+        } else {
+            doc.set_title(&format!("{page} · {PRODUCT_NAME}"));
+        }
+    }
+}
+
+/// The app: asks the server who we are, then shows the shell.
 #[component]
 pub fn App() -> impl IntoView {
-    let whoami = LocalResource::new(api::whoami);
-
+    let whoami = fetch(api::whoami);
     view! {
-        <Suspense fallback=|| view! { <header class="topbar"><Brand/></header> }>
-            {move || whoami.get().map(|result| view! { <Shell whoami=result/> })}
-        </Suspense>
+        <Router>
+            {dynv(move || match whoami.get() {
+                None => view! {
+                    <header class="topbar"><Brand/></header>
+                    <main class="content"><Loading label="Connecting to the server…"/></main>
+                }
+                    .into_any(),
+                Some(Err(e)) => view! {
+                    <header class="topbar"><Brand/></header>
+                    <main class="content">
+                        <ErrorNotice error=e/>
+                        <button class="primary" on:click=move |_| whoami.refetch()>"Try again"</button>
+                    </main>
+                }
+                    .into_any(),
+                Some(Ok(me)) => view! { <Shell me=me/> }.into_any(),
+            })}
+        </Router>
     }
 }
 
 #[component]
 fn Brand() -> impl IntoView {
     view! {
-        <div class="brand">
+        <A href=links::home() attr:class="brand" attr:aria-label="Break-glass home">
             <svg class="brand-mark" viewBox="0 0 16 16" width="18" height="18" aria-hidden="true">
                 <rect x="1.5" y="1.5" width="13" height="13" rx="2" fill="none" stroke="currentColor" stroke-width="1.5"/>
                 <path d="M5 2 7.5 7 5.5 9.5 9 14M7.5 7 14 6M5.5 9.5 2 11" fill="none" stroke="currentColor" stroke-width="1.2"/>
             </svg>
             <span class="brand-name">{PRODUCT_NAME}</span>
             <span class="brand-tagline">"for Kubernetes"</span>
-        </div>
+        </A>
+    }
+}
+
+/// The signed-in (or sign-in) shell around the routes.
+#[component]
+fn Shell(
+    /// The server's first `whoami` answer.
+    me: WhoAmI,
+) -> impl IntoView {
+    let auth = Auth {
+        me: RwSignal::new(me),
+    };
+    provide_context(auth);
+    // The session cookie expired (or was revoked): ask again who we are, which shows the
+    // sign-in page; the URL stays, so signing in returns to the same page.
+    api::on_signed_out(move || {
+        if auth.me.with_untracked(|m| m.user.is_some()) {
+            spawn_local(async move {
+                if let Ok(me) = api::whoami().await {
+                    auth.me.set(me);
+                }
+            });
+        }
+    });
+    let user = Memo::new(move |_| auth.user());
+    provide_live(user.into());
+    let dev_mode = move || auth.me.with(|m| m.dev_mode);
+    let location = use_location();
+    let on_wall = move || location.pathname.get() == links::ops_wall();
+
+    view! {
+        <a class="skip-link" href="#main">"Skip to content"</a>
+        <Show when=dev_mode>
+            <div class="dev-banner" role="note" data-testid="dev-banner">
+                "Dev mode — demo users sign in without a password. Never use this in production."
+            </div>
+        </Show>
+        <Show when=move || !on_wall()>
+            <Topbar/>
+        </Show>
+        <main id="main" class=move || if on_wall() { "wall" } else { "content" } tabindex="-1">
+            {dynv(move || match user.get() {
+                None => view! { <SignIn/> }.into_any(),
+                // Keyed on the user: switching users rebuilds every page and list.
+                Some(_) => view! { <AppRoutes/> }.into_any(),
+            })}
+        </main>
     }
 }
 
 #[component]
-fn Shell(whoami: Result<WhoAmI, api::ApiError>) -> impl IntoView {
-    let (me, error) = match whoami {
-        Ok(me) => (Some(me), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
-    let dev_mode = me.as_ref().is_some_and(|m| m.dev_mode);
-    let user = me.and_then(|m| m.user);
-
+fn AppRoutes() -> impl IntoView {
     view! {
-        {dev_mode.then(|| view! { <div class="dev-banner" role="alert">"DEV MODE — demo users"</div> })}
+        <Routes fallback=|| view! { <pages::NotFound/> }>
+            <Route path=path!("/") view=pages::Home/>
+            <Route path=path!("/ops-wall") view=pages::OpsWall/>
+            <Route path=path!("/env/:env") view=pages::EnvironmentPage/>
+            <Route path=path!("/env/:env/ns/:ns") view=pages::EnvironmentPage/>
+            <Route path=path!("/env/:env/ns/:ns/pod/:pod") view=pages::PodPage/>
+            <Route path=path!("/sessions/:id") view=pages::SessionPage/>
+            <Route path=path!("/sessions/:id/recording") view=pages::RecordingPage/>
+        </Routes>
+    }
+}
+
+#[component]
+fn Topbar() -> impl IntoView {
+    let auth = use_auth();
+    let live = use_live();
+    let error = RwSignal::new(None::<api::ApiError>);
+    let sign_out = move |_| {
+        spawn_local(async move {
+            match api::logout().await {
+                Ok(()) => match api::whoami().await {
+                    Ok(me) => auth.me.set(me),
+                    Err(e) => error.set(Some(e)),
+                },
+                Err(e) => error.set(Some(e)),
+            }
+        })
+    };
+    view! {
         <header class="topbar">
             <Brand/>
-            <div class="whoami" data-testid="whoami">
-                {match user {
-                    Some(name) => view! {
-                        <span class="muted">"Signed in as "</span>
-                        <strong class="user">{name}</strong>
-                    }
-                        .into_any(),
-                    None => view! { <span class="muted">"not signed in"</span> }.into_any(),
-                }}
+            <nav class="nav" aria-label="Main">
+                <A href=links::home() exact=true>"Home"</A>
+                <A href=links::ops_wall()>"Ops wall"</A>
+            </nav>
+            <div class="topbar-right">
+                {dynv(move || {
+                    auth.user()
+                        .map(|_| {
+                            let (text, class) = match live.status.get() {
+                                StreamStatus::Open => ("live", "live-dot live-on"),
+                                StreamStatus::Connecting => ("reconnecting…", "live-dot live-wait"),
+                                StreamStatus::Off => ("offline", "live-dot"),
+                            };
+                            view! {
+                                <span class=class title="Live updates from the server">{text}</span>
+                            }
+                        })
+                })}
+                <div class="whoami" data-testid="whoami">
+                    {dynv(move || match auth.user() {
+                        Some(name) => view! {
+                            <Show
+                                when=move || auth.me.with(|m| m.dev_mode)
+                                fallback=move || view! {
+                                    <span class="muted">"Signed in as "</span>
+                                    <strong class="user">{auth.user()}</strong>
+                                }
+                            >
+                                <UserSwitcher/>
+                            </Show>
+                            <button class="link-button" on:click=sign_out data-testid="sign-out"
+                                title=format!("Sign out {name}")>
+                                "Sign out"
+                            </button>
+                        }
+                            .into_any(),
+                        None => view! { <span class="muted">"not signed in"</span> }.into_any(),
+                    })}
+                </div>
             </div>
         </header>
-        <main class="content">
-            {error.map(|e| view! { <p class="notice notice-error">"Server unavailable: " {e}</p> })}
-        </main>
+        {dynv(move || error.get().map(|e| view! { <div class="content"><ErrorNotice error=e/></div> }))}
+    }
+}
+
+/// Signs in as demo user `name`; the shell rebuilds for them.
+fn dev_sign_in(
+    auth: Auth,
+    name: String,
+    error: RwSignal<Option<api::ApiError>>,
+    busy: RwSignal<bool>,
+) {
+    busy.set(true);
+    spawn_local(async move {
+        match api::dev_login(&name).await {
+            Ok(me) => {
+                error.set(None);
+                auth.me.set(me);
+            }
+            Err(e) => error.set(Some(e)),
+        }
+        busy.set(false);
+    });
+}
+
+/// Dev mode: a select to switch demo users.
+#[component]
+fn UserSwitcher() -> impl IntoView {
+    let auth = use_auth();
+    let error = RwSignal::new(None::<api::ApiError>);
+    let busy = RwSignal::new(false);
+    let users = move || auth.me.with(|m| m.dev_users.clone());
+    view! {
+        <label class="switcher">
+            <span class="muted">"Signed in as (demo) "</span>
+            <select
+                data-testid="user-switcher"
+                prop:value=move || auth.user().unwrap_or_default()
+                disabled=busy
+                on:change=move |ev| {
+                    let name = event_target_value(&ev);
+                    if Some(&name) != auth.user().as_ref() {
+                        dev_sign_in(auth, name, error, busy);
+                    }
+                }
+            >
+                {dynv(move || {
+                    users()
+                        .into_iter()
+                        .map(|u| view! { <option value=u.clone()>{u.clone()}</option> })
+                        .collect_view()
+                })}
+            </select>
+        </label>
+        {dynv(move || error.get().map(|e| view! { <span class="field-error" role="alert">{e.message}</span> }))}
+    }
+}
+
+/// Not signed in: the dev-login picker, or a note about the organisation's login.
+#[component]
+fn SignIn() -> impl IntoView {
+    set_title("Sign in");
+    let auth = use_auth();
+    let error = RwSignal::new(None::<api::ApiError>);
+    let busy = RwSignal::new(false);
+    let dev = move || auth.me.with(|m| m.dev_mode);
+    view! {
+        <section class="card signin" aria-labelledby="signin-title">
+            <h1 id="signin-title">"Sign in"</h1>
+            <Show
+                when=dev
+                fallback=|| view! {
+                    <p>
+                        "You are not signed in. This server expects your organisation's login (an "
+                        "authenticating proxy in front of it): open it through that address, or ask "
+                        "your platform team."
+                    </p>
+                }
+            >
+                <p>"Pick a demo user. No password: this server runs in dev mode."</p>
+                <ul class="user-picker">
+                    {dynv(move || {
+                        auth.me
+                            .with(|m| m.dev_users.clone())
+                            .into_iter()
+                            .map(|u| {
+                                let name = u.clone();
+                                let hint = match u.as_str() {
+                                    "alice" => "engineer: requests access",
+                                    "bob" => "SRE: requests and approves",
+                                    "carol" => "admin: everything, incl. breaking the glass",
+                                    _ => "demo user",
+                                };
+                                view! {
+                                    <li>
+                                        <button
+                                            class="user-choice"
+                                            data-user=u.clone()
+                                            disabled=busy
+                                            on:click=move |_| dev_sign_in(auth, name.clone(), error, busy)
+                                        >
+                                            <strong>{u.clone()}</strong>
+                                            <span class="muted">{hint}</span>
+                                        </button>
+                                    </li>
+                                }
+                            })
+                            .collect_view()
+                    })}
+                </ul>
+            </Show>
+            {dynv(move || error.get().map(|e| view! { <ErrorNotice error=e/> }))}
+        </section>
     }
 }

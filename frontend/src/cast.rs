@@ -1,0 +1,623 @@
+//! The player's index of a recording: keyframes for fast seeking, the idle-capped timeline,
+//! markers, and a text index for search. Pure Rust (no browser), host-tested.
+//!
+//! **Keyframes.** While indexing, every output event is fed to [`avt`] (asciinema's own virtual
+//! terminal, the engine asciinema-player uses). Every [`KEYFRAME_BYTES`] of output (or
+//! [`KEYFRAME_SECS`] of recording time with output in between) its state is snapshotted with
+//! `avt::Terminal::dump()`: an escape-sequence string that paints a fresh terminal of the same
+//! size into the same state (screen buffers, cursor, modes, even a half-parsed sequence). A seek
+//! to any moment is then: resize to the keyframe's size, write `RIS` + the snapshot, and replay
+//! the output after the keyframe up to the moment, which is at most about [`KEYFRAME_BYTES`],
+//! whatever the recording's length. Scrollback above the screen at the seek point is not
+//! restored (the snapshot holds the visible state only).
+
+use breakglass_shared::recording::{Code, Event, Header};
+
+/// Output bytes between two keyframes (bounds the replay of a seek).
+pub const KEYFRAME_BYTES: usize = 64 * 1024;
+/// Recording seconds between two keyframes when output keeps trickling.
+pub const KEYFRAME_SECS: f64 = 10.0;
+/// Reset to initial state (RIS).
+const RIS: &str = "\x1bc";
+
+/// Something to do to the screen, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Write text to the terminal.
+    Write(String),
+    /// Resize the terminal (columns, rows).
+    Resize(u16, u16),
+}
+
+/// A snapshot of the screen before event `event`.
+#[derive(Debug, Clone)]
+struct Keyframe {
+    event: usize,
+    cols: u16,
+    rows: u16,
+    dump: String,
+}
+
+/// A marker (`m` event) on the timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    /// Index of the event.
+    pub event: usize,
+    /// Recording time (seconds).
+    pub time: f64,
+    /// Label (`approved`, `active`, `ended`, ...).
+    pub label: String,
+}
+
+/// A search hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    /// Byte offset in the text index (pass `offset + 1` to find the next one).
+    pub offset: usize,
+    /// The event whose output completes the match.
+    pub event: usize,
+}
+
+/// Everything the player needs to play, seek and search one recording.
+#[derive(Debug, Clone)]
+pub struct CastIndex {
+    header: Header,
+    events: Vec<Event>,
+    keyframes: Vec<Keyframe>,
+    markers: Vec<Marker>,
+    /// Output with escape sequences removed, ASCII-lowercased.
+    text: String,
+    /// `text_starts[k]`: where event `k`'s text starts in `text` (one extra entry at the end).
+    text_starts: Vec<usize>,
+    output_bytes: usize,
+}
+
+/// Builds a [`CastIndex`] a slice at a time, so the page stays responsive on long recordings.
+pub struct IndexBuilder {
+    index: CastIndex,
+    vt: avt::Terminal,
+    size: (u16, u16),
+    next: usize,
+    bytes_since: usize,
+    time_of_last: f64,
+    strip: Strip,
+}
+
+impl IndexBuilder {
+    /// Starts indexing (a zero size in the header counts as 80x24).
+    pub fn new(header: Header, events: Vec<Event>) -> IndexBuilder {
+        let size = (header.width.max(1), header.height.max(1));
+        let vt = new_vt(size);
+        let dump = vt.dump();
+        let n = events.len();
+        IndexBuilder {
+            index: CastIndex {
+                header,
+                keyframes: vec![Keyframe {
+                    event: 0,
+                    cols: size.0,
+                    rows: size.1,
+                    dump,
+                }],
+                events,
+                markers: vec![],
+                text: String::new(),
+                text_starts: Vec::with_capacity(n + 1),
+                output_bytes: 0,
+            },
+            vt,
+            size,
+            next: 0,
+            bytes_since: 0,
+            time_of_last: 0.0,
+            strip: Strip::Ground,
+        }
+    }
+
+    /// Indexes events until about `budget` output bytes were processed; true when done.
+    pub fn step(&mut self, budget: usize) -> bool {
+        let mut spent = 0usize;
+        while self.next < self.index.events.len() && spent <= budget {
+            let i = self.next;
+            self.index.text_starts.push(self.index.text.len());
+            let e = &self.index.events[i];
+            match e.code {
+                Code::Output => {
+                    self.vt.feed(e.data.as_str());
+                    self.strip.push(&e.data, &mut self.index.text);
+                    self.bytes_since += e.data.len();
+                    self.index.output_bytes += e.data.len();
+                    spent += e.data.len();
+                }
+                Code::Resize => {
+                    if let Some((c, r)) = parse_size(&e.data) {
+                        self.vt.resize(c as usize, r as usize);
+                        self.size = (c, r);
+                    }
+                }
+                Code::Marker => self.index.markers.push(Marker {
+                    event: i,
+                    time: e.time,
+                    label: e.data.clone(),
+                }),
+                Code::Input => {}
+            }
+            let time = e.time;
+            self.next += 1;
+            if self.bytes_since >= KEYFRAME_BYTES
+                || (self.bytes_since > 0 && time - self.time_of_last >= KEYFRAME_SECS)
+            {
+                self.index.keyframes.push(Keyframe {
+                    event: self.next,
+                    cols: self.size.0,
+                    rows: self.size.1,
+                    dump: self.vt.dump(),
+                });
+                self.bytes_since = 0;
+                self.time_of_last = time;
+            }
+        }
+        self.next >= self.index.events.len()
+    }
+
+    /// Share of events indexed, 0 to 1.
+    pub fn progress(&self) -> f64 {
+        if self.index.events.is_empty() {
+            1.0
+        } else {
+            self.next as f64 / self.index.events.len() as f64
+        }
+    }
+
+    /// The finished index (indexes whatever is left first).
+    pub fn finish(mut self) -> CastIndex {
+        while !self.step(usize::MAX) {}
+        self.index.text_starts.push(self.index.text.len());
+        self.index
+    }
+}
+
+fn new_vt((cols, rows): (u16, u16)) -> avt::Terminal {
+    match avt::Terminal::new(cols.max(1) as usize, rows.max(1) as usize) {
+        Ok(t) => t,
+        // Unreachable: both dimensions are at least 1.
+        Err(_) => unreachable!("terminal size is at least 1x1"),
+    }
+}
+
+/// `"120x40"` into (120, 40); zero or malformed sizes are ignored.
+pub fn parse_size(s: &str) -> Option<(u16, u16)> {
+    let (c, r) = s.trim().split_once('x')?;
+    let (c, r) = (c.parse::<u16>().ok()?, r.parse::<u16>().ok()?);
+    (c > 0 && r > 0).then_some((c, r))
+}
+
+impl CastIndex {
+    /// Indexes a whole recording at once.
+    #[cfg(test)]
+    pub fn build(header: Header, events: Vec<Event>) -> CastIndex {
+        IndexBuilder::new(header, events).finish()
+    }
+
+    /// The header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The events.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// The markers, in order.
+    pub fn markers(&self) -> &[Marker] {
+        &self.markers
+    }
+
+    /// Number of keyframes (the first one is the empty screen).
+    pub fn keyframe_count(&self) -> usize {
+        self.keyframes.len()
+    }
+
+    /// Total output bytes.
+    pub fn output_bytes(&self) -> usize {
+        self.output_bytes
+    }
+
+    /// The initial size (columns, rows).
+    pub fn initial_size(&self) -> (u16, u16) {
+        (self.header.width.max(1), self.header.height.max(1))
+    }
+
+    /// Ops that bring a terminal in any state to the state after `events[..upto]`: the nearest
+    /// keyframe at or before `upto`, then the events after it.
+    pub fn seek_ops(&self, upto: usize) -> Vec<Op> {
+        let upto = upto.min(self.events.len());
+        let k = self.keyframes.partition_point(|k| k.event <= upto);
+        let kf = &self.keyframes[k.saturating_sub(1)];
+        let mut ops = vec![
+            Op::Resize(kf.cols, kf.rows),
+            Op::Write(format!("{RIS}{}", kf.dump)),
+        ];
+        ops.extend(self.step_ops(kf.event, upto));
+        ops
+    }
+
+    /// Ops of `events[from..to]` (output batched into as few writes as possible).
+    pub fn step_ops(&self, from: usize, to: usize) -> Vec<Op> {
+        let mut ops = Vec::new();
+        let mut buf = String::new();
+        for e in self
+            .events
+            .get(from..to.min(self.events.len()))
+            .unwrap_or_default()
+        {
+            match e.code {
+                Code::Output => buf.push_str(&e.data),
+                Code::Resize => {
+                    if let Some((c, r)) = parse_size(&e.data) {
+                        if !buf.is_empty() {
+                            ops.push(Op::Write(std::mem::take(&mut buf)));
+                        }
+                        ops.push(Op::Resize(c, r));
+                    }
+                }
+                Code::Input | Code::Marker => {}
+            }
+        }
+        if !buf.is_empty() {
+            ops.push(Op::Write(buf));
+        }
+        ops
+    }
+
+    /// Output bytes a seek to `upto` replays after its keyframe (the seek cost).
+    #[cfg(test)]
+    pub fn replay_bytes(&self, upto: usize) -> usize {
+        let upto = upto.min(self.events.len());
+        let k = self.keyframes.partition_point(|k| k.event <= upto);
+        let kf = &self.keyframes[k.saturating_sub(1)];
+        self.events[kf.event..upto]
+            .iter()
+            .filter(|e| e.code == Code::Output)
+            .map(|e| e.data.len())
+            .sum::<usize>()
+            + kf.dump.len()
+    }
+
+    /// Output bytes of `events[from..to]` (the cost of stepping forward instead of seeking).
+    pub fn output_between(&self, from: usize, to: usize) -> usize {
+        self.events
+            .get(from..to.min(self.events.len()))
+            .unwrap_or_default()
+            .iter()
+            .filter(|e| e.code == Code::Output)
+            .map(|e| e.data.len())
+            .sum()
+    }
+
+    /// The first match of `needle` (case-insensitive for ASCII) at or after text offset `from`,
+    /// wrapping around to the start.
+    pub fn search(&self, needle: &str, from: usize) -> Option<Hit> {
+        let needle = needle.to_ascii_lowercase();
+        if needle.is_empty() {
+            return None;
+        }
+        let from = from.min(self.text.len());
+        let found = self
+            .text
+            .get(from..)
+            .and_then(|t| t.find(&needle).map(|o| o + from))
+            .or_else(|| self.text.find(&needle))?;
+        let last_byte = found + needle.len() - 1;
+        let event = self
+            .text_starts
+            .partition_point(|&s| s <= last_byte)
+            .saturating_sub(1);
+        Some(Hit {
+            offset: found,
+            event,
+        })
+    }
+
+    /// How many times `needle` occurs.
+    pub fn count(&self, needle: &str) -> usize {
+        let needle = needle.to_ascii_lowercase();
+        if needle.is_empty() {
+            0
+        } else {
+            self.text.matches(&needle).count()
+        }
+    }
+}
+
+/// Event times with pauses longer than the idle cap shortened to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    /// Player time of each event.
+    times: Vec<f64>,
+    /// Recording time of each event.
+    raw: Vec<f64>,
+}
+
+impl Timeline {
+    /// The timeline of `events` with gaps capped at `cap` seconds (`None`: no cap).
+    pub fn new(events: &[Event], cap: Option<f64>) -> Timeline {
+        let mut times = Vec::with_capacity(events.len());
+        let mut raw = Vec::with_capacity(events.len());
+        let (mut prev_raw, mut t) = (0.0f64, 0.0f64);
+        for e in events {
+            let gap = (e.time - prev_raw).max(0.0);
+            t += match cap {
+                Some(c) if c > 0.0 => gap.min(c),
+                _ => gap,
+            };
+            prev_raw = e.time.max(prev_raw);
+            times.push(t);
+            raw.push(prev_raw);
+        }
+        Timeline { times, raw }
+    }
+
+    /// Player length in seconds.
+    pub fn duration(&self) -> f64 {
+        self.times.last().copied().unwrap_or(0.0)
+    }
+
+    /// Player time of event `i` (its end time for `i == len`).
+    pub fn time_of(&self, i: usize) -> f64 {
+        self.times
+            .get(i)
+            .copied()
+            .unwrap_or_else(|| self.duration())
+    }
+
+    /// How many events happen at or before player time `t`.
+    pub fn upto(&self, t: f64) -> usize {
+        self.times.partition_point(|&x| x <= t)
+    }
+
+    /// Player time of recording time `raw` (for `?t=` links).
+    pub fn player_time(&self, raw: f64) -> f64 {
+        let i = self.raw.partition_point(|&x| x <= raw);
+        if i == 0 {
+            return raw.clamp(0.0, self.times.first().copied().unwrap_or(0.0));
+        }
+        let (t0, r0) = (self.times[i - 1], self.raw[i - 1]);
+        match (self.times.get(i), self.raw.get(i)) {
+            // Inside a (possibly capped) gap: move proportionally.
+            (Some(&t1), Some(&r1)) if r1 > r0 => t0 + (raw - r0) / (r1 - r0) * (t1 - t0),
+            _ => t0,
+        }
+    }
+
+    /// Recording time of player time `t` (for "link to this moment").
+    pub fn raw_time(&self, t: f64) -> f64 {
+        let i = self.times.partition_point(|&x| x <= t);
+        if i == 0 {
+            return t.max(0.0);
+        }
+        let (t0, r0) = (self.times[i - 1], self.raw[i - 1]);
+        match (self.times.get(i), self.raw.get(i)) {
+            (Some(&t1), Some(&r1)) if t1 > t0 => r0 + (t - t0) / (t1 - t0) * (r1 - r0),
+            _ => r0 + (t - t0),
+        }
+    }
+}
+
+/// Removes escape sequences from terminal output for the text index, across event boundaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strip {
+    Ground,
+    Esc,
+    EscIntermediate,
+    Csi,
+    Osc,
+    StringEsc,
+    Str,
+}
+
+impl Strip {
+    fn push(&mut self, data: &str, out: &mut String) {
+        for c in data.chars() {
+            *self = match (*self, c) {
+                (Strip::Ground, '\x1b') => Strip::Esc,
+                (Strip::Ground, '\n') => {
+                    out.push('\n');
+                    Strip::Ground
+                }
+                (Strip::Ground, '\t') => {
+                    out.push(' ');
+                    Strip::Ground
+                }
+                (Strip::Ground, c) if c.is_control() => Strip::Ground,
+                (Strip::Ground, c) => {
+                    out.push(c.to_ascii_lowercase());
+                    Strip::Ground
+                }
+                (Strip::Esc, '[') => Strip::Csi,
+                (Strip::Esc, ']') => Strip::Osc,
+                (Strip::Esc, 'P' | 'X' | '^' | '_') => Strip::Str,
+                (Strip::Esc, '(' | ')' | '*' | '+' | '-' | '.' | '/' | '#' | '%' | ' ') => {
+                    Strip::EscIntermediate
+                }
+                (Strip::Esc | Strip::EscIntermediate, _) => Strip::Ground,
+                (Strip::Csi, '\x40'..='\x7e') => Strip::Ground,
+                (Strip::Csi, _) => Strip::Csi,
+                (Strip::Osc | Strip::Str, '\x07') => Strip::Ground,
+                (Strip::Osc | Strip::Str, '\x1b') => Strip::StringEsc,
+                (Strip::Osc, _) => Strip::Osc,
+                (Strip::Str, _) => Strip::Str,
+                (Strip::StringEsc, _) => Strip::Ground,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(t: f64, s: &str) -> Event {
+        Event {
+            time: t,
+            code: Code::Output,
+            data: s.into(),
+        }
+    }
+
+    fn header(w: u16, h: u16) -> Header {
+        Header {
+            version: 2,
+            width: w,
+            height: h,
+            timestamp: None,
+            title: None,
+        }
+    }
+
+    /// What a terminal shows after `ops` (avt stands in for xterm.js).
+    fn screen_after(size: (u16, u16), ops: &[Op]) -> Vec<String> {
+        let mut vt = new_vt(size);
+        for op in ops {
+            match op {
+                Op::Write(s) => vt.feed(s.as_str()),
+                Op::Resize(c, r) => vt.resize(*c as usize, *r as usize),
+            }
+        }
+        vt.screen().text()
+    }
+
+    /// A long, colourful recording with a resize and a full-screen app in the middle.
+    fn sample(n: usize) -> Vec<Event> {
+        let mut events = vec![];
+        let mut t = 0.0;
+        for i in 0..n {
+            t += if i % 97 == 0 { 30.0 } else { 0.01 };
+            let line = format!(
+                "\x1b[3{}mline {i:06}\x1b[0m {}\r\n",
+                i % 8,
+                "x".repeat(i % 50)
+            );
+            events.push(out(t, &line));
+            if i == n / 3 {
+                events.push(Event {
+                    time: t,
+                    code: Code::Resize,
+                    data: "100x30".into(),
+                });
+            }
+            if i == n / 2 {
+                events.push(out(t, "\x1b[?1049h\x1b[2J\x1b[Hfull screen app"));
+            }
+            if i == n / 2 + 10 {
+                events.push(out(t, "\x1b[?1049l"));
+            }
+            if i == n / 4 {
+                events.push(Event {
+                    time: t,
+                    code: Code::Marker,
+                    data: "active".into(),
+                });
+            }
+        }
+        events
+    }
+
+    #[test]
+    fn every_seek_equals_replay_from_start() {
+        let events = sample(3000);
+        let index = CastIndex::build(header(80, 24), events.clone());
+        assert!(index.keyframe_count() > 2, "{}", index.keyframe_count());
+        for upto in [
+            0,
+            1,
+            500,
+            1000,
+            1001,
+            1002,
+            1500,
+            1505,
+            1512,
+            2999,
+            events.len(),
+        ] {
+            let direct = screen_after((80, 24), &index.step_ops(0, upto));
+            // Start from a terminal in some unrelated state, as the player does.
+            let mut ops = vec![Op::Write("garbage \x1b[31m".into())];
+            ops.extend(index.seek_ops(upto));
+            assert_eq!(screen_after((80, 24), &ops), direct, "seek to event {upto}");
+        }
+    }
+
+    #[test]
+    fn seek_cost_is_bounded_by_keyframes() {
+        // ~1.8 MB of output: every seek replays at most about one keyframe interval.
+        let events = sample(40_000);
+        let index = CastIndex::build(header(80, 24), events.clone());
+        assert!(index.output_bytes() > 1_500_000);
+        for upto in (0..events.len()).step_by(997) {
+            let cost = index.replay_bytes(upto);
+            assert!(
+                cost < KEYFRAME_BYTES + 4096 + 80 * 24 * 16,
+                "seek to {upto} replays {cost} bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn markers_and_search() {
+        let events = vec![
+            out(0.5, "$ \x1b[1mecho\x1b[0m hel"),
+            out(0.6, "lo\r\nhello\r\n"),
+            Event {
+                time: 1.0,
+                code: Code::Marker,
+                data: "ended".into(),
+            },
+            out(2.0, "\x1b]0;title HELLO\x07bye HeLLo"),
+        ];
+        let index = CastIndex::build(header(80, 24), events);
+        assert_eq!(index.markers()[0].label, "ended");
+        assert_eq!(index.markers()[0].event, 2);
+        // Split across two events: the hit completes in event 1.
+        let h = index.search("echo hello", 0).map(|h| h.event);
+        assert_eq!(h, Some(1));
+        let first = index.search("HELLO", 0);
+        assert_eq!(first.map(|h| h.event), Some(1));
+        let second = first.and_then(|h| index.search("hello", h.offset + 1));
+        assert_eq!(second.map(|h| h.event), Some(1));
+        let third = second.and_then(|h| index.search("hello", h.offset + 1));
+        assert_eq!(
+            third.map(|h| h.event),
+            Some(3),
+            "the OSC title is not output text"
+        );
+        let wrapped = third.and_then(|h| index.search("hello", h.offset + 1));
+        assert_eq!(wrapped, first, "wraps around");
+        assert_eq!(index.count("hello"), 3);
+        assert_eq!(index.search("nowhere", 0), None);
+    }
+
+    #[test]
+    fn idle_cap_and_raw_time() {
+        let events = vec![out(1.0, "a"), out(11.0, "b"), out(12.0, "c")];
+        let tl = Timeline::new(&events, Some(2.0));
+        assert_eq!(tl.duration(), 1.0 + 2.0 + 1.0);
+        assert_eq!(tl.upto(2.9), 1);
+        assert_eq!(tl.upto(3.0), 2);
+        assert_eq!(tl.player_time(11.0), 3.0);
+        assert_eq!(tl.player_time(6.0), 2.0, "halfway through the capped gap");
+        assert_eq!(tl.raw_time(3.0), 11.0);
+        assert_eq!(tl.raw_time(tl.player_time(11.5)), 11.5);
+        let uncapped = Timeline::new(&events, None);
+        assert_eq!(uncapped.duration(), 12.0);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("120x40"), Some((120, 40)));
+        assert_eq!(parse_size("0x40"), None);
+        assert_eq!(parse_size("x"), None);
+    }
+}

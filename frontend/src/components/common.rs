@@ -1,0 +1,132 @@
+//! Small building blocks every view uses: loading, error and empty states, badges, ticking
+//! ages and countdowns.
+
+use std::sync::{Arc, Mutex};
+
+use breakglass_shared::{SessionState, Tier};
+use leptos::prelude::*;
+use time::OffsetDateTime;
+
+use crate::api::ApiError;
+use crate::format;
+use crate::live::use_clock;
+
+/// A reactive section of a view with its closure type erased. Leptos instantiates its
+/// rendering machinery once per closure type; routing every dynamic section through this one
+/// type keeps that code in the wasm once (what Leptos' `--cfg erase_components` does
+/// globally). Use as `{dynv(move || ...)}`.
+pub fn dynv<V: IntoView + 'static>(
+    f: impl Fn() -> V + Send + 'static,
+) -> Arc<Mutex<dyn FnMut() -> AnyView + Send>> {
+    Arc::new(Mutex::new(move || f().into_any()))
+}
+
+/// A loading state, announced politely to screen readers.
+#[component]
+pub fn Loading(
+    /// What is loading, e.g. "Loading sessions…".
+    #[prop(into)]
+    label: String,
+) -> impl IntoView {
+    view! {
+        <p class="loading" role="status" aria-live="polite">
+            <span class="spinner" aria-hidden="true"></span>
+            {label}
+        </p>
+    }
+}
+
+/// An error state: the server's own message.
+#[component]
+pub fn ErrorNotice(
+    /// The failed call.
+    error: ApiError,
+    /// Optional words before the message, e.g. "Could not load the sessions".
+    #[prop(optional, into)]
+    context: Option<String>,
+) -> impl IntoView {
+    view! {
+        <div class="notice notice-error" role="alert">
+            {context.map(|c| view! { <strong>{c}": "</strong> })}
+            {error.message}
+        </div>
+    }
+}
+
+/// An empty state.
+#[component]
+pub fn Empty(
+    /// What is not there, as a sentence.
+    #[prop(into)]
+    text: String,
+) -> impl IntoView {
+    view! { <p class="empty">{text}</p> }
+}
+
+/// A session state badge.
+#[component]
+pub fn StateBadge(
+    /// The state.
+    state: SessionState,
+) -> impl IntoView {
+    view! {
+        <span class=format::state_class(state) data-state=state.as_str()>
+            {format::state_label(state)}
+        </span>
+    }
+}
+
+/// A tier badge: Ground or Flight.
+#[component]
+pub fn TierBadge(
+    /// The tier.
+    tier: Tier,
+) -> impl IntoView {
+    let (class, text, title) = match tier {
+        Tier::Ground => (
+            "tier tier-ground",
+            "Ground",
+            "Ground (dev, staging): requests are approved automatically",
+        ),
+        Tier::Flight => (
+            "tier tier-flight",
+            "Flight",
+            "Flight (production): a second person approves",
+        ),
+    };
+    view! { <span class=class title=title>{text}</span> }
+}
+
+/// "5 min ago", ticking; the exact time in a tooltip.
+#[component]
+pub fn Age(
+    /// When.
+    at: OffsetDateTime,
+) -> impl IntoView {
+    let clock = use_clock();
+    view! {
+        <time datetime=format::timestamp(at) title=format::timestamp(at)>
+            {dynv(move || format::ago(format::age_secs(at, clock.now_secs())))}
+        </time>
+    }
+}
+
+/// Time left until `until`, ticking every second.
+#[component]
+pub fn TimeLeft(
+    /// When access ends.
+    until: OffsetDateTime,
+) -> impl IntoView {
+    let clock = use_clock();
+    let left = move || until.unix_timestamp() - clock.now_secs();
+    view! {
+        <span
+            class=move || if left() < 120 { "time-left time-left-low" } else { "time-left" }
+            title=format!("until {}", format::timestamp(until))
+            data-testid="time-left"
+        >
+            {dynv(move || format::time_left(left()))}
+            " left"
+        </span>
+    }
+}

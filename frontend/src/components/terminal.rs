@@ -1,0 +1,427 @@
+//! The session's terminal: xterm.js attached to the relay's WebSocket with binary frames
+//! (`shared::terminal`), fitted to its box, resize frames on every size change, a heartbeat, and
+//! reconnection with backoff after a network blip while the session is active.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+use breakglass_shared::terminal::{close, Frame, TAG_DATA};
+use leptos::html::Div;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use send_wrapper::SendWrapper;
+use uuid::Uuid;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+use crate::api;
+use crate::components::common::dynv;
+use crate::live::backoff;
+use crate::xterm;
+
+/// Seconds between heartbeats sent to the relay.
+const HEARTBEAT: Duration = Duration::from_secs(20);
+
+/// What to do after the socket closed with `code`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterClose {
+    /// Try again (network blip, server restart, relay hiccup).
+    Reconnect,
+    /// Stop, and say why.
+    Stop(&'static str),
+}
+
+/// Decides whether a close is final (the session is over, or this tab may not attach).
+pub fn after_close(code: u16) -> AfterClose {
+    match code {
+        close::SESSION_ENDED => AfterClose::Stop("the session ended"),
+        close::NOT_REQUESTER => AfterClose::Stop("only the requester may type in this session"),
+        close::UNAUTHENTICATED => AfterClose::Stop("you are signed out; sign in again"),
+        close::NOT_ACTIVE => AfterClose::Stop("the session is not active"),
+        close::NOT_FOUND => AfterClose::Stop("no such session"),
+        close::BAD_FRAME => {
+            AfterClose::Stop("the terminal protocol failed (a bug; reload the page)")
+        }
+        close::TAKEN_OVER => AfterClose::Stop("the terminal was opened in another tab or window"),
+        1000 => AfterClose::Stop("closed"),
+        _ => AfterClose::Reconnect,
+    }
+}
+
+/// Connection state shown above the terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Conn {
+    Loading,
+    Connecting,
+    Connected,
+    Retrying { attempt: u32, secs: u64 },
+    Closed(String),
+    Failed(String),
+}
+
+/// A DOM event handler kept alive while registered.
+type JsHandler = Closure<dyn FnMut(JsValue)>;
+
+/// Everything that must live as long as the terminal, freed on unmount.
+struct Inner {
+    el: web_sys::Element,
+    term: xterm::Terminal,
+    fit: xterm::FitAddon,
+    ws: RefCell<Option<web_sys::WebSocket>>,
+    ws_handlers: RefCell<Vec<JsHandler>>,
+    attempt: Cell<u32>,
+    stopped: Cell<bool>,
+    keep: RefCell<Vec<Box<dyn std::any::Any>>>,
+    subs: RefCell<Vec<xterm::Disposable>>,
+    observer: RefCell<Option<web_sys::ResizeObserver>>,
+}
+
+impl Inner {
+    fn send(&self, frame: &Frame<'_>) {
+        if let Some(ws) = self.ws.borrow().as_ref() {
+            if ws.ready_state() == web_sys::WebSocket::OPEN {
+                let _ = ws.send_with_u8_array(&frame.encode());
+            }
+        }
+    }
+
+    fn close_socket(&self) {
+        if let Some(ws) = self.ws.borrow_mut().take() {
+            ws.set_onopen(None);
+            ws.set_onmessage(None);
+            ws.set_onclose(None);
+            let _ = ws.close_with_code(1000);
+        }
+        self.ws_handlers.borrow_mut().clear();
+    }
+
+    fn dispose(&self) {
+        self.stopped.set(true);
+        self.close_socket();
+        if let Some(o) = self.observer.borrow_mut().take() {
+            o.disconnect();
+        }
+        for s in self.subs.borrow_mut().drain(..) {
+            s.dispose();
+        }
+        self.term.dispose();
+        self.keep.borrow_mut().clear();
+    }
+}
+
+/// The live terminal of session `session_id` (only for its requester, while active).
+#[component]
+pub fn Terminal(
+    /// The session.
+    session_id: Uuid,
+    /// Whether the session is active (reconnects stop when it is not).
+    #[prop(into)]
+    active: Signal<bool>,
+) -> impl IntoView {
+    let conn = RwSignal::new(Conn::Loading);
+    let server_status = RwSignal::new(None::<String>);
+    let holder: SendWrapper<Rc<RefCell<Option<Rc<Inner>>>>> =
+        SendWrapper::new(Rc::new(RefCell::new(None)));
+    let node = NodeRef::<Div>::new();
+
+    let h = holder.clone();
+    node.on_load(move |el| {
+        let h = h.clone();
+        spawn_local(async move {
+            if let Err(e) = xterm::load().await {
+                conn.set(Conn::Failed(e));
+                return;
+            }
+            let inner = Rc::new(mount(&el));
+            *h.borrow_mut() = Some(inner.clone());
+            connect(inner, session_id, conn, server_status, active);
+        });
+    });
+
+    // The session left Active: stop reconnecting and close.
+    let h = holder.clone();
+    Effect::new(move |_| {
+        if !active.get() {
+            if let Some(inner) = h.borrow().as_ref() {
+                inner.stopped.set(true);
+                inner.close_socket();
+                conn.set(Conn::Closed("the session is no longer active".into()));
+            }
+        }
+    });
+
+    let h = holder;
+    on_cleanup(move || {
+        if let Some(inner) = h.borrow_mut().take() {
+            inner.dispose();
+        }
+    });
+
+    view! {
+        <div class="terminal-wrap" data-testid="terminal">
+            <div class="terminal-status" role="status" aria-live="polite">
+                {dynv(move || match conn.get() {
+                    Conn::Loading => "Loading the terminal…".to_string(),
+                    Conn::Connecting => "Connecting…".to_string(),
+                    Conn::Connected => "Connected: only you can type here; everything is recorded.".to_string(),
+                    Conn::Retrying { attempt, secs } => format!("Connection lost; reconnecting in {secs} s (attempt {attempt})…"),
+                    Conn::Closed(why) => format!("Terminal closed: {why}."),
+                    Conn::Failed(why) => format!("Terminal unavailable: {why}."),
+                })}
+                {dynv(move || server_status.get().map(|m| view! { <span class="muted">" · " {m}</span> }))}
+            </div>
+            <div class="term-box" node_ref=node aria-label="Terminal"></div>
+        </div>
+    }
+}
+
+/// Creates the xterm in `el`, fits it, and wires input, resizes and the resize observer.
+fn mount(el: &web_sys::HtmlDivElement) -> Inner {
+    let term = xterm::Terminal::create(&xterm::Options {
+        read_only: false,
+        size: None,
+        scrollback: 5000,
+    });
+    let fit = term.fit_addon();
+    term.open(el);
+    fit.fit();
+    Inner {
+        el: el.clone().into(),
+        term,
+        fit,
+        ws: RefCell::new(None),
+        ws_handlers: RefCell::new(vec![]),
+        attempt: Cell::new(0),
+        stopped: Cell::new(false),
+        keep: RefCell::new(vec![]),
+        subs: RefCell::new(vec![]),
+        observer: RefCell::new(None),
+    }
+}
+
+/// Wires input, resize and the socket (called once after [`mount`]).
+fn connect(
+    inner: Rc<Inner>,
+    id: Uuid,
+    conn: RwSignal<Conn>,
+    status: RwSignal<Option<String>>,
+    active: Signal<bool>,
+) {
+    // Keystrokes and pastes -> data frames.
+    let i = Rc::downgrade(&inner);
+    let on_data = Closure::<dyn FnMut(String)>::new(move |s: String| {
+        if let Some(i) = i.upgrade() {
+            i.send(&Frame::Data(s.as_bytes()));
+        }
+    });
+    let i = Rc::downgrade(&inner);
+    let on_resize = Closure::<dyn FnMut(xterm::Dimensions)>::new(move |d: xterm::Dimensions| {
+        if let Some(i) = i.upgrade() {
+            i.send(&Frame::Resize {
+                cols: d.cols().max(1),
+                rows: d.rows().max(1),
+            });
+        }
+    });
+    inner.subs.borrow_mut().push(inner.term.on_data(&on_data));
+    inner
+        .subs
+        .borrow_mut()
+        .push(inner.term.on_resize(&on_resize));
+    inner.keep.borrow_mut().push(Box::new(on_data));
+    inner.keep.borrow_mut().push(Box::new(on_resize));
+
+    // Fit to the box whenever it changes size (window resize, layout changes).
+    let i = Rc::downgrade(&inner);
+    let on_box = Closure::<dyn FnMut(JsValue)>::new(move |_| {
+        if let Some(i) = i.upgrade() {
+            i.fit.fit();
+        }
+    });
+    if let Ok(observer) = web_sys::ResizeObserver::new(on_box.as_ref().unchecked_ref()) {
+        observer.observe(&inner.el);
+        *inner.observer.borrow_mut() = Some(observer);
+    }
+    inner.keep.borrow_mut().push(Box::new(on_box));
+
+    // Heartbeat.
+    let i = Rc::downgrade(&inner);
+    if let Ok(handle) = set_interval_with_handle(
+        move || {
+            if let Some(i) = i.upgrade() {
+                i.send(&Frame::Heartbeat);
+            }
+        },
+        HEARTBEAT,
+    ) {
+        inner
+            .keep
+            .borrow_mut()
+            .push(Box::new(IntervalGuard(handle)));
+    }
+
+    open_socket(inner, id, conn, status, active);
+}
+
+struct IntervalGuard(IntervalHandle);
+
+impl Drop for IntervalGuard {
+    fn drop(&mut self) {
+        self.0.clear();
+    }
+}
+
+fn open_socket(
+    inner: Rc<Inner>,
+    id: Uuid,
+    conn: RwSignal<Conn>,
+    status: RwSignal<Option<String>>,
+    active: Signal<bool>,
+) {
+    if inner.stopped.get() {
+        return;
+    }
+    conn.set(Conn::Connecting);
+    let ws = match api::open_terminal(id) {
+        Ok(ws) => ws,
+        Err(e) => {
+            conn.set(Conn::Failed(e.message));
+            return;
+        }
+    };
+    let mut handlers = vec![];
+
+    let i = Rc::downgrade(&inner);
+    let on_open = Closure::<dyn FnMut(JsValue)>::new(move |_| {
+        let Some(i) = i.upgrade() else { return };
+        i.attempt.set(0);
+        conn.set(Conn::Connected);
+        let (cols, rows) = (i.term.cols().max(1), i.term.rows().max(1));
+        i.send(&Frame::Resize { cols, rows });
+        i.term.focus();
+    });
+    ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+    handlers.push(on_open);
+
+    let i = Rc::downgrade(&inner);
+    let on_message = Closure::<dyn FnMut(JsValue)>::new(move |e: JsValue| {
+        let Some(i) = i.upgrade() else { return };
+        let Ok(msg) = e.dyn_into::<web_sys::MessageEvent>() else {
+            return;
+        };
+        let Ok(buf) = msg.data().dyn_into::<js_sys::ArrayBuffer>() else {
+            return;
+        };
+        let bytes = js_sys::Uint8Array::new(&buf);
+        // Output, the hot path: hand xterm a view of the message's own buffer (not wasm memory,
+        // so it survives xterm's asynchronous parsing) without copying it into wasm.
+        if bytes.length() > 0 && bytes.get_index(0) == TAG_DATA {
+            i.term.write_bytes(&bytes.subarray(1, bytes.length()));
+            return;
+        }
+        match Frame::decode(&bytes.to_vec()) {
+            Ok(Frame::Status(s)) => status.set(Some(format!(
+                "{}: {}",
+                crate::format::state_label(s.state),
+                s.message
+            ))),
+            Ok(Frame::Data(_) | Frame::Heartbeat | Frame::Resize { .. }) | Err(_) => {}
+        }
+    });
+    ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    handlers.push(on_message);
+
+    let weak = Rc::downgrade(&inner);
+    let on_close = Closure::<dyn FnMut(JsValue)>::new(move |e: JsValue| {
+        let Some(i) = weak.upgrade() else { return };
+        let code = e
+            .dyn_ref::<web_sys::CloseEvent>()
+            .map(|c| c.code())
+            .unwrap_or(1006);
+        let reason = e
+            .dyn_ref::<web_sys::CloseEvent>()
+            .map(|c| c.reason())
+            .unwrap_or_default();
+        if i.stopped.get() {
+            return;
+        }
+        match after_close(code) {
+            AfterClose::Stop(why) => {
+                i.stopped.set(true);
+                let why = if reason.is_empty() {
+                    why.to_string()
+                } else {
+                    format!("{why} ({reason})")
+                };
+                conn.set(Conn::Closed(why));
+            }
+            AfterClose::Reconnect if !active.get_untracked() => {
+                conn.set(Conn::Closed("the session is no longer active".into()));
+            }
+            AfterClose::Reconnect => {
+                let attempt = i.attempt.get() + 1;
+                i.attempt.set(attempt);
+                let delay = backoff(attempt);
+                conn.set(Conn::Retrying {
+                    attempt,
+                    secs: delay.as_secs().max(1),
+                });
+                let again = weak.clone();
+                set_timeout(
+                    move || {
+                        if let Some(i) = again.upgrade() {
+                            open_socket(i, id, conn, status, active);
+                        }
+                    },
+                    delay,
+                );
+            }
+        }
+    });
+    ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+    handlers.push(on_close);
+
+    // Replace the previous socket (if any) without triggering its close handler.
+    inner.close_socket();
+    *inner.ws.borrow_mut() = Some(ws);
+    *inner.ws_handlers.borrow_mut() = handlers;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closes_that_end_for_good() {
+        assert_eq!(after_close(1006), AfterClose::Reconnect, "network blip");
+        assert_eq!(after_close(1011), AfterClose::Reconnect, "server error");
+        assert_eq!(after_close(close::RELAY_ERROR), AfterClose::Reconnect);
+        assert!(matches!(
+            after_close(close::SESSION_ENDED),
+            AfterClose::Stop(_)
+        ));
+        assert!(matches!(
+            after_close(close::TAKEN_OVER),
+            AfterClose::Stop(_)
+        ));
+        assert!(matches!(
+            after_close(close::NOT_REQUESTER),
+            AfterClose::Stop(_)
+        ));
+    }
+
+    #[test]
+    fn frames_on_the_wire() {
+        assert_eq!(Frame::Data(b"ls\r").encode(), vec![0, b'l', b's', b'\r']);
+        assert_eq!(
+            Frame::Resize {
+                cols: 120,
+                rows: 40
+            }
+            .encode(),
+            vec![1, 0, 120, 0, 40]
+        );
+        assert_eq!(Frame::Heartbeat.encode(), vec![2]);
+    }
+}

@@ -1,0 +1,221 @@
+//! `/env/:env` and `/env/:env/ns/:ns`: the environment's namespaces and pods, and its
+//! Break-glass card.
+
+use breakglass_shared::validate;
+use leptos::prelude::*;
+use leptos_router::hooks::{use_navigate, use_params_map};
+use leptos_router::NavigateOptions;
+
+use breakglass_shared::listing::PodInfo;
+
+use crate::api::{self, links};
+use crate::app::{set_title, use_auth};
+use crate::components::common::{dynv, Empty, Loading, TierBadge};
+use crate::components::session_card::SessionCard;
+use crate::fetch::fetch;
+
+/// An environment's page.
+#[component]
+pub fn EnvironmentPage() -> impl IntoView {
+    let params = use_params_map();
+    let env = Memo::new(move |_| params.read().get("env").unwrap_or_default());
+    let ns = Memo::new(move |_| params.read().get("ns"));
+    move || {
+        let env = env.get();
+        view! { <EnvView env=env ns=ns/> }
+    }
+}
+
+#[component]
+fn EnvView(env: String, ns: Memo<Option<String>>) -> impl IntoView {
+    set_title(&env);
+    let auth = use_auth();
+    let Some(info) = auth.env(&env) else {
+        return view! {
+            <section class="card">
+                <h1>{env.clone()}</h1>
+                <p class="notice notice-error" role="alert">
+                    "There is no environment called “" {env.clone()} "”, or you hold no permission in it. "
+                    <a href=links::home()>"See your environments"</a>"."
+                </p>
+            </section>
+        }
+        .into_any();
+    };
+    let e2 = env.clone();
+    view! {
+        <nav class="breadcrumb" aria-label="Breadcrumb">
+            <a href=links::home()>"Home"</a> " › " <span aria-current="page">{env.clone()}</span>
+        </nav>
+        <header class="page-head">
+            <h1>{env.clone()}</h1>
+            <TierBadge tier=info.tier/>
+        </header>
+        <div class="grid-env">
+            <Workloads env=env.clone() ns=ns/>
+            <SessionCard environment=e2/>
+        </div>
+    }
+    .into_any()
+}
+
+/// Namespaces, and the pods of the selected one.
+#[component]
+fn Workloads(env: String, ns: Memo<Option<String>>) -> impl IntoView {
+    let e = env.clone();
+    let namespaces = fetch(move || {
+        let e = e.clone();
+        async move { api::namespaces(&e).await }
+    });
+    let env_for_list = env.clone();
+    let env_for_pods = env.clone();
+    view! {
+        <section class="card workloads" aria-labelledby="workloads-title" data-testid="workloads">
+            <h2 id="workloads-title">"Namespaces and pods"</h2>
+            {dynv(move || match namespaces.get() {
+                None => view! { <Loading label="Listing namespaces…"/> }.into_any(),
+                Some(Err(err)) => view! {
+                    <ListingsUnavailable message=err.message/>
+                    <OpenPod env=env_for_list.clone() ns=ns.get_untracked().unwrap_or_default()/>
+                }
+                    .into_any(),
+                Some(Ok(list)) if list.is_empty() => view! { <Empty text="This cluster has no namespace you may see."/> }.into_any(),
+                Some(Ok(list)) => {
+                    let env = env_for_list.clone();
+                    view! {
+                        <nav class="ns-list" aria-label="Namespaces">
+                            <ul>
+                                {list.into_iter().map(|n| {
+                                    let name = n.name.clone();
+                                    let current = move || ns.get().as_deref() == Some(name.as_str());
+                                    view! {
+                                        <li>
+                                            <a href=links::namespace(&env, &n.name)
+                                                class={let c = current.clone(); move || if c() { "ns current" } else { "ns" }}
+                                                aria-current=move || current().then_some("page")>
+                                                {n.name.clone()}
+                                                {n.protected.then(|| view! { <span class="ns-protected" title="Protected: break-glass sessions are refused here">" protected"</span> })}
+                                            </a>
+                                        </li>
+                                    }
+                                }).collect_view()}
+                            </ul>
+                        </nav>
+                    }
+                        .into_any()
+                }
+            })}
+            {dynv(move || {
+                let env = env_for_pods.clone();
+                match ns.get() {
+                    Some(n) => view! { <Pods env=env ns=n/> }.into_any(),
+                    None => view! { <p class="muted">"Pick a namespace to see its pods."</p> }.into_any(),
+                }
+            })}
+        </section>
+    }
+}
+
+/// The listings failed: say so, with the server's reason.
+#[component]
+fn ListingsUnavailable(
+    /// The server's message.
+    message: String,
+) -> impl IntoView {
+    view! {
+        <div class="notice" role="status" data-testid="listings-unavailable">
+            <strong>"Cluster listings unavailable. "</strong>
+            {message}
+            <br/>
+            <span class="muted small">"You can still open a pod's Debug panel by name below."</span>
+        </div>
+    }
+}
+
+/// Pods of one namespace.
+#[component]
+fn Pods(env: String, ns: String) -> impl IntoView {
+    let (e, n) = (env.clone(), ns.clone());
+    let pods = fetch(move || {
+        let (e, n) = (e.clone(), n.clone());
+        async move { api::pods(&e, &n).await }
+    });
+    view! {
+        <section class="pods" aria-labelledby="pods-title">
+            <h3 id="pods-title">"Pods in " {ns.clone()}</h3>
+            {dynv(move || match pods.get() {
+                None => view! { <Loading label="Listing pods…"/> }.into_any(),
+                Some(Err(err)) => view! {
+                    <ListingsUnavailable message=err.message/>
+                    <OpenPod env=env.clone() ns=ns.clone()/>
+                }
+                    .into_any(),
+                Some(Ok(list)) if list.is_empty() => view! { <Empty text="No pods in this namespace."/> }.into_any(),
+                Some(Ok(list)) => view! { <PodTable env=env.clone() ns=ns.clone() pods=list/> }.into_any(),
+            })}
+        </section>
+    }
+}
+
+#[component]
+fn PodTable(env: String, ns: String, pods: Vec<PodInfo>) -> impl IntoView {
+    view! {
+        <table class="pod-table">
+            <caption class="sr-only">"Pods"</caption>
+            <thead>
+                <tr><th scope="col">"Pod"</th><th scope="col">"Status"</th><th scope="col">"Containers"</th><th scope="col">"Owner"</th></tr>
+            </thead>
+            <tbody>
+                {pods.into_iter().map(|p| {
+                    let ready = p.containers.iter().filter(|c| c.ready).count();
+                    let total = p.containers.len();
+                    view! {
+                        <tr>
+                            <th scope="row">
+                                <a href=links::pod(&env, &ns, &p.name)>{p.name.clone()}</a>
+                                {p.breakglass_copy.then(|| view! { " " <span class="glass">"break-glass copy"</span> })}
+                            </th>
+                            <td>
+                                <span class=if p.ready { "ready ready-yes" } else { "ready ready-no" }>
+                                    {p.phase.clone()}
+                                    {if p.ready { ", ready" } else { ", not ready" }}
+                                </span>
+                            </td>
+                            <td>
+                                <span class="muted small">{format!("{ready}/{total} ready: ")}</span>
+                                {p.containers.iter().map(|c| if c.ephemeral { format!("{} (debug)", c.name) } else { c.name.clone() }).collect::<Vec<_>>().join(", ")}
+                            </td>
+                            <td>{p.owner.map(|o| format!("{} {}", o.kind, o.name)).unwrap_or_else(|| "—".into())}</td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+/// Opens a pod's Debug panel by name (when listings are unavailable).
+#[component]
+fn OpenPod(env: String, ns: String) -> impl IntoView {
+    let navigate = use_navigate();
+    let ns_value = RwSignal::new(ns);
+    let pod_value = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let (n, p) = (ns_value.get_untracked(), pod_value.get_untracked());
+        let (n, p) = (n.trim(), p.trim());
+        match validate::dns_label("namespace", n).and_then(|_| validate::dns_subdomain("pod", p)) {
+            Ok(()) => navigate(&links::pod(&env, n, p), NavigateOptions::default()),
+            Err(e) => error.set(Some(e.to_string())),
+        }
+    };
+    view! {
+        <form class="open-pod" on:submit=submit aria-label="Open a pod by name">
+            <label>"Namespace " <input type="text" bind:value=ns_value required spellcheck="false" autocomplete="off"/></label>
+            <label>"Pod " <input type="text" bind:value=pod_value required spellcheck="false" autocomplete="off"/></label>
+            <button type="submit">"Open Debug panel"</button>
+            {dynv(move || error.get().map(|m| view! { <p class="field-error" role="alert">{m}</p> }))}
+        </form>
+    }
+}

@@ -1,0 +1,96 @@
+//! `/`: the queue strip, the environments, and the user's own recent sessions.
+
+use breakglass_shared::api::ListQuery;
+use leptos::prelude::*;
+
+use crate::api::links;
+use crate::app::{set_title, use_auth};
+use crate::components::common::{dynv, Empty, TierBadge};
+use crate::components::queue_strip::{live_list, ListStates, QueueStrip};
+use crate::components::session_list::SessionRows;
+
+/// The start page.
+#[component]
+pub fn Home() -> impl IntoView {
+    set_title("");
+    view! {
+        <h1 class="sr-only">"Break-glass"</h1>
+        <QueueStrip/>
+        <div class="grid-2">
+            <Environments/>
+            <MySessions/>
+        </div>
+    }
+}
+
+#[component]
+fn Environments() -> impl IntoView {
+    let auth = use_auth();
+    let envs = move || auth.me.with(|m| m.environments.clone());
+    view! {
+        <section class="card" aria-labelledby="envs-title" data-testid="environments">
+            <h2 id="envs-title">"Environments"</h2>
+            {dynv(move || {
+                let list = envs();
+                if list.is_empty() {
+                    view! { <Empty text="You hold no break-glass permission in any environment. Ask your platform team."/> }.into_any()
+                } else {
+                    view! {
+                        <ul class="env-list">
+                            {list.into_iter().map(|e| {
+                                let p = e.permissions;
+                                let rights: Vec<&str> = [
+                                    (p.request, "request"),
+                                    (p.approve, "approve"),
+                                    (p.terminate, "terminate"),
+                                    (p.self_approve, "break the glass"),
+                                ]
+                                .into_iter()
+                                .filter_map(|(has, name)| has.then_some(name))
+                                .collect();
+                                view! {
+                                    <li class="env-item">
+                                        <a href=links::environment(&e.name) class="env-name">{e.name.clone()}</a>
+                                        <TierBadge tier=e.tier/>
+                                        <span class="muted small">{format!("you may {}", rights.join(", "))}</span>
+                                        <span class="muted small">{format!("{}–{} min", e.durations.min_minutes, e.durations.max_minutes)}</span>
+                                    </li>
+                                }
+                            }).collect_view()}
+                        </ul>
+                    }
+                        .into_any()
+                }
+            })}
+        </section>
+    }
+}
+
+#[component]
+fn MySessions() -> impl IntoView {
+    let auth = use_auth();
+    let me = auth.user();
+    let who = me.clone();
+    let list = live_list(
+        ListQuery {
+            requester: me,
+            limit: Some(10),
+            ..Default::default()
+        },
+        move |s| who.as_ref() == Some(&s.requester),
+    );
+    let items = move || {
+        let mut v = list.get().and_then(Result::ok).unwrap_or_default();
+        v.truncate(10);
+        v
+    };
+    view! {
+        <section class="card" aria-labelledby="mine-title" data-testid="my-sessions">
+            <h2 id="mine-title">"Your recent sessions"</h2>
+            <ListStates list=list loading="Loading your sessions…"
+                empty="You have not asked for access yet. Open an environment, pick a pod, and use its Debug panel.">
+                <SessionRows items=Signal::derive(items) show_env=true actions=true/>
+            </ListStates>
+        </section>
+    }
+}

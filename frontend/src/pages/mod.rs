@@ -1,0 +1,17 @@
+//! One module per route (see [`crate::app`] for the route table).
+
+mod environment;
+mod home;
+mod not_found;
+mod ops_wall;
+mod pod;
+mod recording;
+mod session;
+
+pub use environment::EnvironmentPage;
+pub use home::Home;
+pub use not_found::NotFound;
+pub use ops_wall::OpsWall;
+pub use pod::PodPage;
+pub use recording::RecordingPage;
+pub use session::SessionPage;

@@ -1,0 +1,63 @@
+//! `/sessions/:id/recording?t=SECONDS`: the recording player.
+
+use leptos::prelude::*;
+use leptos_router::hooks::{use_params_map, use_query_map};
+use uuid::Uuid;
+
+use crate::api::links;
+use crate::app::set_title;
+use crate::components::common::dynv;
+use crate::components::player::Player;
+use crate::components::session_panel::live_detail;
+
+/// A recording's page.
+#[component]
+pub fn RecordingPage() -> impl IntoView {
+    let params = use_params_map();
+    let query = use_query_map();
+    let id = Memo::new(move |_| {
+        params
+            .read()
+            .get("id")
+            .and_then(|s| Uuid::parse_str(&s).ok())
+    });
+    // Read once: the player updates the URL's moment link itself, without reloading.
+    let start = query
+        .get_untracked()
+        .get("t")
+        .and_then(|t| t.parse::<f64>().ok());
+    move || {
+        match id.get() {
+        Some(id) => view! { <RecordingView id=id start=start/> }.into_any(),
+        None => view! {
+            <p class="notice notice-error" role="alert">"This is not a session address (session ids are UUIDs)."</p>
+        }
+        .into_any(),
+    }
+    }
+}
+
+#[component]
+fn RecordingView(id: Uuid, start: Option<f64>) -> impl IntoView {
+    set_title(&format!("Recording {}", &id.to_string()[..8]));
+    let (_, session) = live_detail(id);
+    view! {
+        <nav class="breadcrumb" aria-label="Breadcrumb">
+            <a href=links::home()>"Home"</a> " › "
+            {dynv(move || session.get().map(|s| view! {
+                <a href=links::environment(&s.environment)>{s.environment.clone()}</a> " › "
+                <a href=links::pod(&s.environment, &s.namespace, &s.pod)>{format!("{}/{}", s.namespace, s.pod)}</a> " › "
+            }))}
+            <a href=links::session(id)>{format!("session {}", &id.to_string()[..8])}</a> " › "
+            <span aria-current="page">"recording"</span>
+        </nav>
+        <h1 class="page-title">
+            "Recording"
+            {dynv(move || session.get().map(|s| format!(" of {}/{} in {}", s.namespace, s.pod, s.environment)))}
+        </h1>
+        {dynv(move || session.get().map(|s| view! {
+            <p class="muted">{format!("{} — {}", s.requester, s.reason)}</p>
+        }))}
+        <Player id=id start=start.unwrap_or_default()/>
+    }
+}

@@ -1,0 +1,113 @@
+//! `/sessions/:id`: one session — its live state, actions, events, and the review form.
+
+use breakglass_shared::api::ReviewRequest;
+use breakglass_shared::session::Verdict;
+use breakglass_shared::validate;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::hooks::use_params_map;
+use uuid::Uuid;
+
+use crate::api::{self, links};
+use crate::app::{set_title, use_auth};
+use crate::components::common::dynv;
+use crate::components::session_panel::{live_detail, SessionPanel};
+use crate::live::use_live;
+
+/// A session's page.
+#[component]
+pub fn SessionPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = Memo::new(move |_| {
+        params
+            .read()
+            .get("id")
+            .and_then(|s| Uuid::parse_str(&s).ok())
+    });
+    move || {
+        match id.get() {
+        Some(id) => view! { <SessionView id=id/> }.into_any(),
+        None => view! {
+            <p class="notice notice-error" role="alert">"This is not a session address (session ids are UUIDs)."</p>
+        }
+        .into_any(),
+    }
+    }
+}
+
+#[component]
+fn SessionView(id: Uuid) -> impl IntoView {
+    set_title(&format!("Session {}", &id.to_string()[..8]));
+    let auth = use_auth();
+    let (_, session) = live_detail(id);
+    let reviewable =
+        Memo::new(move |_| session.with(|s| s.as_ref().is_some_and(|s| auth.may_review(s))));
+    view! {
+        <nav class="breadcrumb" aria-label="Breadcrumb">
+            <a href=links::home()>"Home"</a> " › "
+            {dynv(move || session.get().map(|s| view! {
+                <a href=links::environment(&s.environment)>{s.environment.clone()}</a> " › "
+                <a href=links::pod(&s.environment, &s.namespace, &s.pod)>{format!("{}/{}", s.namespace, s.pod)}</a> " › "
+            }))}
+            <span aria-current="page">{format!("session {}", &id.to_string()[..8])}</span>
+        </nav>
+        <h1 class="page-title">
+            {dynv(move || session.get().map(|s| format!("{}/{} in {}", s.namespace, s.pod, s.environment)))}
+            <span class="muted small">{format!(" session {}", &id.to_string()[..8])}</span>
+        </h1>
+        <SessionPanel id=id with_events=true on_session_page=true/>
+        <Show when=move || reviewable.get()>
+            <ReviewForm id=id/>
+        </Show>
+    }
+}
+
+/// Records a review of a finished session.
+#[component]
+fn ReviewForm(
+    /// The session.
+    id: Uuid,
+) -> impl IntoView {
+    let live = use_live();
+    let verdict = RwSignal::new(Verdict::Ok);
+    let notes = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let req = ReviewRequest {
+            verdict: verdict.get_untracked(),
+            notes: notes.get_untracked().trim().to_string(),
+        };
+        if let Err(e) = validate::note("notes", &req.notes, false) {
+            error.set(Some(format!("Notes {}", e.message)));
+            return;
+        }
+        busy.set(true);
+        error.set(None);
+        spawn_local(async move {
+            match api::review(id, &req).await {
+                Ok(s) => live.upsert(s),
+                Err(e) => error.set(Some(e.message)),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <form class="card review-form" on:submit=submit aria-labelledby="review-title">
+            <h2 id="review-title">"Review"</h2>
+            <p class="muted">"Watch the recording, then record what you found."</p>
+            <fieldset class="field">
+                <legend>"Verdict"</legend>
+                <label class="choice"><input type="radio" name="verdict" checked=true on:change=move |_| verdict.set(Verdict::Ok)/>" OK: the access was justified and proportionate"</label>
+                <label class="choice"><input type="radio" name="verdict" on:change=move |_| verdict.set(Verdict::Concern)/>" Concern: follow up"</label>
+            </fieldset>
+            <div class="field">
+                <label for="review-notes">"Notes " <span class="muted">"(optional)"</span></label>
+                <textarea id="review-notes" rows="3" bind:value=notes></textarea>
+            </div>
+            {dynv(move || error.get().map(|m| view! { <p class="field-error" role="alert">{m}</p> }))}
+            <button type="submit" class="primary" disabled=busy>"Record review"</button>
+        </form>
+    }
+}
