@@ -46,6 +46,9 @@ fi
 step "Rust tests (SQLite + PostgreSQL, S3, control plane, browser)"
 cargo test --workspace --exclude breakglass-frontend "$@"
 
+step "frontend logic tests (host: keyframes, cast parsing, formatting)"
+cargo test -p breakglass-frontend "$@"
+
 if [ -x scripts/fuzz-api.sh ]; then
   step "API fuzzing (schemathesis against the served OpenAPI document)"
   scripts/fuzz-api.sh
