@@ -191,6 +191,44 @@ async fn keystrokes_in_output_out_recorded_and_closed_at_end() {
         .unwrap();
     assert_eq!(st, 200);
     assert_eq!(v["ok"], true, "{v}");
+    // The CLI verifies it from the session row, and names the check a tampered copy fails.
+    let bin = breakglass_e2e::server::server_binary().unwrap();
+    let data = _dir.path().join("data");
+    let verify = || {
+        std::process::Command::new(&bin)
+            .args(["verify-recording", id.as_str(), "--data-dir"])
+            .arg(&data)
+            .env_remove("TOWER_BREAKGLASS_MINIO_ENDPOINT")
+            .output()
+            .unwrap()
+    };
+    let ok = verify();
+    assert!(
+        ok.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&ok.stdout),
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let version = rec["version"].as_str().unwrap();
+    let file = data
+        .join("recordings")
+        .join(format!("sessions/{id}.cast.v"))
+        .join(version);
+    let mut perms = std::fs::metadata(&file).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&file, perms).unwrap();
+    let tampered = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("hello-42", "hello-43");
+    std::fs::write(&file, tampered).unwrap();
+    let bad = verify();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stdout).contains("hash on record"),
+        "{}",
+        String::from_utf8_lossy(&bad.stdout)
+    );
     // Approvers of the environment may read it too.
     let bob = server.login("bob").await.unwrap();
     assert_eq!(

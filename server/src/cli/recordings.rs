@@ -55,6 +55,9 @@ pub struct VerifyRecordingArgs {
     /// TOWER_BREAKGLASS_MINIO_ENDPOINT is set).
     #[arg(long, env = "BREAKGLASS_DATA_DIR", default_value = ".breakglass")]
     pub data_dir: PathBuf,
+    /// Database holding the session row (default: the SQLite file in the data directory).
+    #[arg(long, env = "BREAKGLASS_DATABASE_URL")]
+    pub database_url: Option<String>,
 }
 
 /// Where the embedded local store keeps recordings under a data directory.
@@ -171,29 +174,55 @@ pub fn open_store(data_dir: &std::path::Path) -> anyhow::Result<Box<dyn Recordin
     })
 }
 
+/// The recording reference (and transparency-log entry) on the session row.
+async fn row_of(args: &VerifyRecordingArgs) -> anyhow::Result<(RecordingRef, Option<RekorEntry>)> {
+    let url = args
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", args.data_dir.join("breakglass.db").display()));
+    let store = crate::store::connect(&url).await?;
+    let session = store
+        .get(args.session_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no session {} in {url}", args.session_id))?;
+    let recording = session.recording.ok_or_else(|| {
+        anyhow::anyhow!(
+            "session {} has no recording on its row (it never became active)",
+            args.session_id
+        )
+    })?;
+    Ok((recording, session.rekor))
+}
+
 /// Runs `verify-recording` (exit 0 when verified, 1 when a check failed, 2 on bad input).
 ///
-/// Until the session-row lookup is wired, the row's values come from `--version`,
-/// `--sha256` and `--bytes`.
+/// The row's values come from the session row in the database, unless `--version`,
+/// `--sha256` and `--bytes` are all given (for checking a copy elsewhere).
 pub fn verify_main(args: VerifyRecordingArgs) -> ExitCode {
-    let (Some(version), Some(sha256), Some(bytes)) =
-        (args.version.clone(), args.sha256.clone(), args.bytes)
-    else {
-        eprintln!(
-            "error: reading session {} from the database is not wired yet; pass the row's \
-             --version, --sha256 and --bytes",
-            args.session_id
-        );
-        return ExitCode::from(2);
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
     };
-    let recording = RecordingRef {
-        key: args
-            .key
-            .clone()
-            .unwrap_or_else(|| recording_key(args.session_id)),
-        version,
-        sha256,
-        bytes,
+    let (recording, rekor) = match (args.version.clone(), args.sha256.clone(), args.bytes) {
+        (Some(version), Some(sha256), Some(bytes)) => (
+            RecordingRef {
+                key: args
+                    .key
+                    .clone()
+                    .unwrap_or_else(|| recording_key(args.session_id)),
+                version,
+                sha256,
+                bytes,
+            },
+            None,
+        ),
+        _ => match rt.block_on(row_of(&args)) {
+            Ok(found) => found,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
     };
     let store = match open_store(&args.data_dir) {
         Ok(s) => s,
@@ -202,11 +231,7 @@ pub fn verify_main(args: VerifyRecordingArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let report = rt.block_on(verify_recording(store.as_ref(), &recording, None));
+    let report = rt.block_on(verify_recording(store.as_ref(), &recording, rekor.as_ref()));
     println!("{report}");
     if report.ok() {
         ExitCode::SUCCESS
