@@ -259,8 +259,13 @@ async fn bad_frames_strangers_takeover_and_ended_sessions_are_closed_with_a_code
     assert_eq!(closed_with(&mut ws).await.0, close::BAD_FRAME);
     // A second connection takes over the first.
     let mut first = connect(&server, &alice, &id).await;
-    let (seen, c) = read_until(&mut first, "attached").await;
-    let _ = (seen, c);
+    first
+        .send(Message::Binary(
+            Frame::Data(b"echo first-$((2+3))\r").encode().into(),
+        ))
+        .await
+        .unwrap();
+    assert!(read_until(&mut first, "first-5").await.1.is_none());
     let mut second = connect(&server, &alice, &id).await;
     assert_eq!(closed_with(&mut first).await.0, close::TAKEN_OVER);
     second

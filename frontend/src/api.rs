@@ -320,38 +320,7 @@ pub async fn review(id: Uuid, req: &ReviewRequest) -> Result<Session, ApiError> 
 
 // ---- cluster listings and guardrails ---------------------------------------------------------
 
-/// One guardrail check.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-pub struct GuardrailItem {
-    /// What is checked.
-    pub name: String,
-    /// `ok`, `missing` or `drifted`.
-    #[serde(default)]
-    pub status: String,
-    /// What was found.
-    #[serde(default)]
-    pub detail: Option<String>,
-    /// How to fix it.
-    #[serde(default)]
-    pub fix: Option<String>,
-}
-
-/// `GET /environments/{env}/guardrails`: whether the cluster's policies, RBAC and image pin hold.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-pub struct GuardrailReport {
-    /// Everything in place.
-    #[serde(default)]
-    pub ok: bool,
-    /// The server's identity in that cluster.
-    #[serde(default)]
-    pub identity: Option<String>,
-    /// The command that installs or repairs everything.
-    #[serde(default)]
-    pub fix: Option<String>,
-    /// The checks.
-    #[serde(default)]
-    pub items: Vec<GuardrailItem>,
-}
+pub use breakglass_shared::listing::{GuardrailReport, ItemStatus};
 
 /// Namespaces of `env`.
 pub async fn namespaces(env: &str) -> Result<Vec<NamespaceInfo>, ApiError> {

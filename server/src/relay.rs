@@ -246,7 +246,6 @@ pub async fn serve(ctx: Arc<Context>, ws: WebSocket, id: Uuid, user: String) {
     let _ = sink.send(Message::Binary(status.encode().into())).await;
 
     let mut buf = vec![0u8; 16 * 1024];
-    let mut out = Vec::with_capacity(16 * 1024 + 1);
     let reason: CloseReason = loop {
         tokio::select! {
             // Pod → browser. Awaiting the send is the back-pressure: a slow browser slows the
@@ -256,9 +255,9 @@ pub async fn serve(ctx: Arc<Context>, ws: WebSocket, id: Uuid, user: String) {
                 if let Err(e) = writer.output(&buf[..n]) {
                     break CloseReason { code: close::SESSION_ENDED, reason: e.to_string() };
                 }
-                out.clear();
-                Frame::Data(&buf[..n]).encode_into(&mut out);
-                if sink.send(Message::Binary(out.clone().into())).await.is_err() {
+                let mut frame = Vec::with_capacity(n + 1);
+                Frame::Data(&buf[..n]).encode_into(&mut frame);
+                if sink.send(Message::Binary(frame.into())).await.is_err() {
                     break CloseReason { code: 1001, reason: "browser gone".into() };
                 }
             }

@@ -40,7 +40,7 @@ async fn servers() -> Vec<TestServer> {
     let mut out = vec![common::server_with("sqlite", None, file()).await];
     match std::env::var("BREAKGLASS_TEST_POSTGRES_URL") {
         Ok(admin) => {
-            let url = fresh_pg_database(&admin).await;
+            let url = common::fresh_pg_database(&admin).await;
             out.push(common::server_with("postgres", Some(url), file()).await);
         }
         Err(_) if std::env::var("BREAKGLASS_TEST_SKIP_POSTGRES").is_ok() => {
@@ -52,18 +52,6 @@ async fn servers() -> Vec<TestServer> {
         ),
     }
     out
-}
-
-async fn fresh_pg_database(admin: &str) -> String {
-    use sqlx::Connection;
-    let name = format!("bg_test_{}", uuid::Uuid::now_v7().simple());
-    let mut conn = sqlx::PgConnection::connect(admin).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin);
-    format!("{base}/{name}")
 }
 
 /// The server on a loopback port; the task is aborted on drop.

@@ -2,7 +2,7 @@
 
 use leptos::prelude::*;
 
-use crate::api;
+use crate::api::{self, ItemStatus};
 use crate::components::common::{dynv, Loading};
 use crate::fetch::fetch;
 
@@ -35,18 +35,18 @@ pub fn Guardrails(
                         {if r.ok { "All guardrails in place" } else { "Guardrails missing: sessions are not safe here" }}
                     </p>
                     {r.identity.map(|i| view! { <p class="muted small">"Server identity in the cluster: " <code>{i}</code></p> })}
-                    {r.fix.filter(|_| !r.ok).map(|f| view! { <p class="small">"To install or repair everything: " <code>{f}</code></p> })}
+                    {Some(r.fix).filter(|_| !r.ok).map(|f| view! { <p class="small">"To install or repair everything: " <code>{f}</code></p> })}
                     <ul class="checks">
                         {r.items
                             .into_iter()
                             .map(|item| {
-                                let ok = item.status == "ok";
+                                let ok = item.status == ItemStatus::Ok;
                                 view! {
                                     <li class=if ok { "check check-ok" } else { "check check-bad" }>
                                         <span class="check-icon" aria-hidden="true">{if ok { "✓" } else { "✗" }}</span>
                                         <span class="check-name">{item.name}</span>
-                                        <span class="check-status">{item.status}</span>
-                                        {item.detail.map(|d| view! { <span class="muted small check-detail">{d}</span> })}
+                                        <span class="check-status">{item.status.as_str()}</span>
+                                        {Some(item.detail).filter(|d| !d.is_empty()).map(|d| view! { <span class="muted small check-detail">{d}</span> })}
                                         {item.fix.map(|f| view! { <span class="check-fix">"Fix: " <code>{f}</code></span> })}
                                     </li>
                                 }

@@ -6,57 +6,13 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use breakglass_shared::Tier;
 
 use super::render::{render, Manifest, RenderError, RenderInput};
 use super::{COPY_ROLE, DEBUG_IMAGE_PARAM, LIVE_ROLE};
 use crate::config::{Config, Environment};
 
-/// The state of one checked item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ItemStatus {
-    /// Present and as rendered.
-    Ok,
-    /// Absent (or unreadable by the identity checking).
-    Missing,
-    /// Present but different from what is rendered now.
-    Drifted,
-}
-
-/// One checked guardrail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct GuardrailItem {
-    /// What was checked, e.g. `ValidatingAdmissionPolicy tower-breakglass-grant`.
-    pub name: String,
-    /// Its state.
-    pub status: ItemStatus,
-    /// What was found (for a drift, the first difference).
-    pub detail: String,
-    /// The command (or config change) that fixes it; absent when `ok`.
-    pub fix: Option<String>,
-}
-
-/// The guardrails of one environment's cluster: the server's identity there, the RBAC, the
-/// admission policies and bindings, the pinned debug image.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct GuardrailReport {
-    /// True when every item is `ok`.
-    pub ok: bool,
-    /// The environment checked.
-    pub environment: String,
-    /// Its tier.
-    pub tier: Tier,
-    /// The server's username on the cluster (from a SelfSubjectReview).
-    pub identity: Option<String>,
-    /// The command that installs or repairs everything.
-    pub fix: String,
-    /// Every check, in order: identity, each rendered object, the effective access.
-    pub items: Vec<GuardrailItem>,
-}
+pub use breakglass_shared::listing::{GuardrailItem, GuardrailReport, ItemStatus};
 
 /// Why a check could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -426,7 +382,7 @@ mod tests {
         let r = GuardrailReport {
             ok: false,
             environment: "prod".into(),
-            tier: Tier::Flight,
+            tier: breakglass_shared::Tier::Flight,
             identity: Some("u".into()),
             fix: "x".into(),
             items: vec![GuardrailItem {

@@ -46,7 +46,8 @@ pub async fn servers() -> Vec<TestServer> {
     out
 }
 
-async fn fresh_pg_database(admin: &str) -> String {
+/// A new, empty PostgreSQL database next to `admin`'s; its URL.
+pub async fn fresh_pg_database(admin: &str) -> String {
     use sqlx::Connection;
     let name = format!("bg_test_{}", uuid::Uuid::now_v7().simple());
     let mut conn = sqlx::PgConnection::connect(admin).await.unwrap();
