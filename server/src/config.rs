@@ -92,9 +92,187 @@ pub struct FileConfig {
     pub debug_image: Option<String>,
     /// Namespace the server runs in on its home cluster (never debuggable; holds its Lease).
     pub server_namespace: Option<String>,
+    /// How sessions are recorded (`[recording]`).
+    #[serde(default)]
+    pub recording: RecordingFileConfig,
     /// Environments (one cluster each).
     #[serde(default)]
     pub environments: Vec<EnvironmentConfig>,
+}
+
+/// `[recording]`: how the terminal is recorded. Where recordings go is chosen by the
+/// `TOWER_BREAKGLASS_MINIO_*` environment variables (an S3 bucket when the endpoint is set),
+/// else `local_dir`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordingFileConfig {
+    /// Seconds between stored versions of a live recording (default 5).
+    pub flush_interval_seconds: Option<u64>,
+    /// Largest recording in bytes (default 64 MiB); past it the session ends.
+    pub max_bytes: Option<u64>,
+    /// Most unstored bytes kept in memory while the store fails (default 16 MiB); past it the
+    /// session ends (`RecordingFailed`) with everything stored up to then kept.
+    pub spool_limit_bytes: Option<u64>,
+    /// Record what the person types (`"i"` events) as well as what the terminal shows
+    /// (default false).
+    pub record_input: Option<bool>,
+    /// First retry delay after a failed store, in milliseconds (default 500), doubled per try.
+    pub retry_initial_ms: Option<u64>,
+    /// Longest retry delay in seconds (default 10).
+    pub retry_max_seconds: Option<u64>,
+    /// Seconds the end of a session keeps trying to store the final version (default 60).
+    pub finish_timeout_seconds: Option<u64>,
+    /// Days each stored version is locked in the bucket (GOVERNANCE; default 365).
+    pub retention_days: Option<u32>,
+    /// Directory of the local store (default `<data_dir>/recordings`).
+    pub local_dir: Option<PathBuf>,
+    /// A Rekor-compatible transparency log for the final hashes; none when absent.
+    pub transparency_log: Option<TransparencyLogFileConfig>,
+}
+
+/// `[recording.transparency_log]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransparencyLogFileConfig {
+    /// Base URL of the log (`https://rekor.example`), without `/api/v1`.
+    pub url: String,
+    /// PEM file with the server's ECDSA P-256 private key (PKCS#8) that signs entries
+    /// (default `<data_dir>/recording-signing.pem`, created on first start). Replicas must
+    /// share it.
+    pub signing_key: Option<PathBuf>,
+    /// Seconds one request to the log may take (default 10).
+    pub timeout_seconds: Option<u64>,
+}
+
+/// The resolved `[recording]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordingSettings {
+    /// Flush, bounds and retries of the writer.
+    pub writer: crate::recording::WriterConfig,
+    /// Lock period of each stored S3 version.
+    pub retention: std::time::Duration,
+    /// Local store directory (used when no S3 endpoint is set).
+    pub local_dir: PathBuf,
+    /// The transparency log, when configured.
+    pub transparency_log: Option<TransparencyLogSettings>,
+}
+
+/// The resolved `[recording.transparency_log]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransparencyLogSettings {
+    /// Base URL without a trailing slash.
+    pub url: String,
+    /// The signing key's PEM file.
+    pub signing_key: PathBuf,
+    /// Per-request timeout.
+    pub timeout: std::time::Duration,
+}
+
+impl RecordingFileConfig {
+    /// Checks every key (named as `recording.<key>` in errors) and fills defaults.
+    fn resolve(self, data_dir: &Path) -> Result<RecordingSettings, ConfigError> {
+        use std::time::Duration;
+        let d = crate::recording::WriterConfig::default();
+        let within = |key: &str, v: Option<u64>, min: u64, max: u64, default: u64| {
+            let v = v.unwrap_or(default);
+            if v < min || v > max {
+                return Err(ConfigError::new(
+                    format!("recording.{key}"),
+                    format!("must be between {min} and {max}"),
+                ));
+            }
+            Ok(v)
+        };
+        const MIB: u64 = 1024 * 1024;
+        let flush = within(
+            "flush_interval_seconds",
+            self.flush_interval_seconds,
+            1,
+            300,
+            5,
+        )?;
+        let max_bytes = within(
+            "max_bytes",
+            self.max_bytes,
+            64 * 1024,
+            4096 * MIB,
+            d.max_bytes as u64,
+        )?;
+        let spool = within(
+            "spool_limit_bytes",
+            self.spool_limit_bytes,
+            64 * 1024,
+            4096 * MIB,
+            d.spool_limit as u64,
+        )?;
+        let retry_initial = within("retry_initial_ms", self.retry_initial_ms, 10, 60_000, 500)?;
+        let retry_max = within("retry_max_seconds", self.retry_max_seconds, 1, 600, 10)?;
+        if retry_max * 1000 < retry_initial {
+            return Err(ConfigError::new(
+                "recording.retry_max_seconds",
+                "must not be shorter than recording.retry_initial_ms",
+            ));
+        }
+        let finish = within(
+            "finish_timeout_seconds",
+            self.finish_timeout_seconds,
+            1,
+            3600,
+            60,
+        )?;
+        let retention_days = within(
+            "retention_days",
+            self.retention_days.map(u64::from),
+            1,
+            36_500,
+            365,
+        )?;
+        let transparency_log = match self.transparency_log {
+            None => None,
+            Some(t) => {
+                let url = t.url.trim().trim_end_matches('/').to_string();
+                let rest = url
+                    .strip_prefix("https://")
+                    .or_else(|| url.strip_prefix("http://"));
+                if rest.is_none_or(|r| r.is_empty()) {
+                    return Err(ConfigError::new(
+                        "recording.transparency_log.url",
+                        "must be an http:// or https:// URL of a Rekor-compatible log",
+                    ));
+                }
+                let timeout = within(
+                    "transparency_log.timeout_seconds",
+                    t.timeout_seconds,
+                    1,
+                    300,
+                    10,
+                )?;
+                Some(TransparencyLogSettings {
+                    url,
+                    signing_key: t
+                        .signing_key
+                        .unwrap_or_else(|| data_dir.join("recording-signing.pem")),
+                    timeout: Duration::from_secs(timeout),
+                })
+            }
+        };
+        Ok(RecordingSettings {
+            writer: crate::recording::WriterConfig {
+                flush_interval: Duration::from_secs(flush),
+                max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
+                spool_limit: usize::try_from(spool).unwrap_or(usize::MAX),
+                record_input: self.record_input.unwrap_or(false),
+                retry_initial: Duration::from_millis(retry_initial),
+                retry_max: Duration::from_secs(retry_max),
+                finish_timeout: Duration::from_secs(finish),
+            },
+            retention: Duration::from_secs(retention_days * 24 * 60 * 60),
+            local_dir: self
+                .local_dir
+                .unwrap_or_else(|| data_dir.join("recordings")),
+            transparency_log,
+        })
+    }
 }
 
 /// The debug toolbox image (`debug-image/`), pinned by digest. Keep in step with the admission
@@ -279,6 +457,8 @@ pub struct Config {
     pub debug_image: String,
     /// The server's own namespace.
     pub server_namespace: String,
+    /// The `[recording]` section.
+    pub recording: RecordingSettings,
 }
 
 /// Tiny parsed form of `public_url` (scheme and origin), kept here to avoid another dependency.
@@ -478,7 +658,9 @@ impl Config {
                 }
             }
         }
+        let recording = file.recording.resolve(&data_dir)?;
         Ok(Config {
+            recording,
             listen: args
                 .listen
                 .or(file.listen)
@@ -641,6 +823,12 @@ mod tests {
             ("approval_expiry_minutes = 0", "approval_expiry_minutes"),
             ("debug_image = \"alpine:latest\"", "debug_image"),
             ("[[environments]]\nname = \"a\"\ntier = \"flight\"\nprotected_namespaces = [\"Bad\"]", "environments[0].protected_namespaces[0]"),
+            ("[recording]\nflush_interval_seconds = 0", "recording.flush_interval_seconds"),
+            ("[recording]\nspool_limit_bytes = 10", "recording.spool_limit_bytes"),
+            ("[recording]\nretry_initial_ms = 5000\nretry_max_seconds = 2", "recording.retry_max_seconds"),
+            ("[recording]\nretention_days = 0", "recording.retention_days"),
+            ("[recording.transparency_log]\nurl = \"rekor.example\"", "recording.transparency_log.url"),
+            ("[recording.transparency_log]\nurl = \"https://r\"\ntimeout_seconds = 0", "recording.transparency_log.timeout_seconds"),
         ];
         for (text, key) in cases {
             let e = parse(text)
@@ -664,6 +852,40 @@ mod tests {
         let p = dir.path().join("c.toml");
         std::fs::write(&p, text).unwrap();
         read_file(&p).err().unwrap()
+    }
+
+    #[test]
+    fn recording_section_defaults_and_values() {
+        let c = parse("").unwrap();
+        assert_eq!(
+            c.recording.writer,
+            crate::recording::WriterConfig::default()
+        );
+        assert_eq!(
+            c.recording.local_dir,
+            PathBuf::from(".breakglass/recordings")
+        );
+        assert_eq!(c.recording.retention.as_secs(), 365 * 86_400);
+        assert!(c.recording.transparency_log.is_none());
+        let c = parse(
+            "[recording]\nflush_interval_seconds = 2\nrecord_input = true\nmax_bytes = 1048576\nspool_limit_bytes = 65536\nretry_initial_ms = 100\nretry_max_seconds = 3\nfinish_timeout_seconds = 9\nretention_days = 30\nlocal_dir = \"/srv/rec\"\n[recording.transparency_log]\nurl = \"http://127.0.0.1:3000/\"",
+        )
+        .unwrap();
+        let w = &c.recording.writer;
+        assert_eq!(w.flush_interval.as_secs(), 2);
+        assert!(w.record_input);
+        assert_eq!((w.max_bytes, w.spool_limit), (1_048_576, 65_536));
+        assert_eq!(w.retry_initial.as_millis(), 100);
+        assert_eq!((w.retry_max.as_secs(), w.finish_timeout.as_secs()), (3, 9));
+        assert_eq!(c.recording.retention.as_secs(), 30 * 86_400);
+        assert_eq!(c.recording.local_dir, PathBuf::from("/srv/rec"));
+        let t = c.recording.transparency_log.unwrap();
+        assert_eq!(t.url, "http://127.0.0.1:3000");
+        assert_eq!(
+            t.signing_key,
+            PathBuf::from(".breakglass/recording-signing.pem")
+        );
+        assert_eq!(t.timeout.as_secs(), 10);
     }
 
     #[test]

@@ -231,7 +231,7 @@ pub async fn drive(ctx: &Arc<Context>, id: Uuid) -> Result<Session, ApiError> {
                 // Everything created so far goes before the session is marked Failed.
                 let current = ctx.store.get(id).await?.unwrap_or(s);
                 if let Some(r) = &ctx.relays {
-                    r.end(id, "activation failed").await;
+                    r.end(ctx, &current, "activation failed").await;
                 }
                 if let Err(cleanup) = c.cleanup(&current, &progress).await {
                     // Nothing recorded as created: nothing to undo here. Anything the cluster
@@ -262,7 +262,12 @@ pub async fn drive(ctx: &Arc<Context>, id: Uuid) -> Result<Session, ApiError> {
         crate::failpoint::hit("ending");
         if let Some(r) = &ctx.relays {
             let reason = s.end_reason.as_ref().map_or("ended", |r| r.kind());
-            r.end(id, reason).await;
+            r.end(ctx, &s, reason).await;
+            // The row now names the final version: anchor its hash before the session is final
+            // (the row takes no more progress after that).
+            if let Some(now) = ctx.store.get(id).await? {
+                r.anchor(ctx, &now).await;
+            }
         }
         // Nothing was ever created when activation never started.
         if s.activating_at.is_some() {

@@ -21,7 +21,8 @@ use uuid::Uuid;
 
 use crate::lifecycle;
 use crate::recording::{
-    recording_key, CastWriter, OnStored, RecordingConfig, RecordingStore, SessionInfo, WriterState,
+    recording_key, CastWriter, OnStored, RecordingConfig, RecordingStore, SessionInfo,
+    TransparencyLog, WriterState,
 };
 use crate::state::Context;
 
@@ -37,6 +38,7 @@ pub struct CloseReason {
 /// Live recordings and connections, per session.
 pub struct Relays {
     store: Arc<dyn RecordingStore>,
+    log: Option<Arc<TransparencyLog>>,
     config: RecordingConfig,
     writers: Mutex<HashMap<Uuid, CastWriter>>,
     conns: Mutex<HashMap<Uuid, oneshot::Sender<CloseReason>>>,
@@ -64,6 +66,7 @@ impl Relays {
     pub fn new(config: RecordingConfig) -> Result<Relays, crate::recording::StoreError> {
         Ok(Relays {
             store: config.open_store()?,
+            log: config.open_log()?,
             config,
             writers: Mutex::new(HashMap::new()),
             conns: Mutex::new(HashMap::new()),
@@ -75,16 +78,65 @@ impl Relays {
         &self.store
     }
 
+    /// The transparency log final hashes are anchored in, when configured.
+    pub fn log(&self) -> Option<&TransparencyLog> {
+        self.log.as_deref()
+    }
+
+    /// Anchors the final recording hash of `s` (the version on its row) in the transparency
+    /// log, when one is configured and the row has no entry yet. Retries a few times; the
+    /// session ends either way (the cluster objects must go), and a hash left unanchored is
+    /// logged, counted, and shows as a failed check in `verify-recording`.
+    pub async fn anchor(&self, ctx: &Arc<Context>, s: &Session) {
+        let (Some(log), Some(rec), None) = (&self.log, &s.recording, &s.rekor) else {
+            return;
+        };
+        let mut delay = std::time::Duration::from_millis(500);
+        for attempt in 1..=4 {
+            match log.anchor(&rec.sha256).await {
+                Ok(entry) => {
+                    tracing::info!(id = %s.id, uuid = %entry.uuid, log_index = entry.log_index, "recording hash anchored");
+                    ctx.metrics.anchors.with_label_values(&["anchored"]).inc();
+                    if let Err(e) =
+                        lifecycle::record_progress(ctx, s.id, Progress::Anchored(entry)).await
+                    {
+                        tracing::warn!(id = %s.id, error = %e.body.message, "log entry not put on the row");
+                    }
+                    return;
+                }
+                Err(e @ crate::recording::LogError::Unavailable(_)) if attempt < 4 => {
+                    tracing::warn!(id = %s.id, attempt, error = %e, "anchoring failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                Err(e) => {
+                    tracing::error!(id = %s.id, error = %e, log = log.url(), "the recording hash could not be anchored");
+                    ctx.metrics.anchors.with_label_values(&["failed"]).inc();
+                    return;
+                }
+            }
+        }
+    }
+
     /// Starts the recording of a session about to activate: no recording, no session. The
     /// header is stored at once, so an unreachable store fails the activation before anything
-    /// is created in the cluster.
+    /// is created in the cluster. A session whose row already names a recording (activation
+    /// re-driven after a restart) continues that recording.
     pub async fn start_recording(&self, ctx: &Arc<Context>, s: &Session) -> Result<(), String> {
-        if self.writers.lock().await.contains_key(&s.id) {
+        let mut writers = self.writers.lock().await;
+        if writers.contains_key(&s.id) {
             return Ok(());
         }
         self.store.check().await.map_err(|e| {
             format!("the recording store is unavailable, so no session can start: {e}")
         })?;
+        if s.recording.is_some() {
+            let w = self
+                .resume(ctx, s, "server restarted during activation")
+                .await?;
+            writers.insert(s.id, w);
+            return Ok(());
+        }
         let info = SessionInfo {
             width: 80,
             height: 24,
@@ -112,26 +164,64 @@ impl Relays {
             _ => "approved: Ground".to_string(),
         };
         let _ = writer.marker(&label);
-        // "No recording, no session": a recording that fails ends the session.
-        let mut state = writer.watch_state();
-        let (ctx2, id) = (ctx.clone(), s.id);
-        tokio::spawn(async move {
-            while state.changed().await.is_ok() {
-                let now = state.borrow().clone();
-                if let WriterState::Failed(reason) = now {
-                    tracing::warn!(%id, %reason, "recording failed; ending the session");
-                    let _ = lifecycle::apply(&ctx2, id, |_| {
-                        Ok(SessionEvent::SystemEnd {
-                            reason: EndReason::RecordingFailed,
-                        })
-                    })
-                    .await;
-                    break;
-                }
-            }
-        });
-        self.writers.lock().await.insert(s.id, writer);
+        end_session_when_failed(ctx, s.id, &writer);
+        writers.insert(s.id, writer);
         Ok(())
+    }
+
+    /// Continues the stored recording of `s` with a new writer (this server has none: it
+    /// restarted, or another replica ran the session). The latest stored version must extend
+    /// the version on the session row byte for byte, so a recording changed behind the
+    /// server's back is never continued.
+    async fn resume(
+        &self,
+        ctx: &Arc<Context>,
+        s: &Session,
+        why: &str,
+    ) -> Result<CastWriter, String> {
+        let key = recording_key(s.id);
+        let existing = self.store.get(&key, None).await.map_err(|e| {
+            format!("the recording of this session cannot be read, so it cannot continue: {e}")
+        })?;
+        if let Some(row) = &s.recording {
+            let prefix = usize::try_from(row.bytes)
+                .ok()
+                .and_then(|n| existing.get(..n));
+            if prefix.map(crate::recording::sha256_hex).as_deref() != Some(row.sha256.as_str()) {
+                return Err(format!(
+                    "the stored recording {key} does not continue the version on the session row                      (sha256 {}, {} bytes); it is not continued (run verify-recording)",
+                    row.sha256, row.bytes
+                ));
+            }
+        }
+        let writer = CastWriter::resume(
+            self.store.clone(),
+            key,
+            existing,
+            why,
+            self.config.writer.clone(),
+            RowStored {
+                ctx: ctx.clone(),
+                id: s.id,
+            },
+        )
+        .await
+        .map_err(|e| format!("the recording could not be continued: {e}"))?;
+        tracing::info!(id = %s.id, %why, "recording resumed");
+        end_session_when_failed(ctx, s.id, &writer);
+        Ok(writer)
+    }
+
+    /// The live recording of an active session on this server, continuing the stored one
+    /// when this server has none yet.
+    async fn writer_for(&self, ctx: &Arc<Context>, s: &Session) -> Result<CastWriter, String> {
+        let mut writers = self.writers.lock().await;
+        if let Some(w) = writers.get(&s.id) {
+            return Ok(w.clone());
+        }
+        let w = self.resume(ctx, s, "server restarted").await?;
+        writers.insert(s.id, w.clone());
+        Ok(w)
     }
 
     /// Adds a marker to a live recording (e.g. `active`).
@@ -142,24 +232,37 @@ impl Relays {
     }
 
     /// Closes the session's connection with `reason` and stores the recording's final
-    /// version. Safe to call when there is neither.
-    pub async fn end(&self, id: Uuid, reason: &str) {
+    /// version (with its `ended` marker). When this server has no live recording of the
+    /// session but one is stored and not yet finished (the server restarted), that one is
+    /// continued and finished. Safe to call when there is neither.
+    pub async fn end(&self, ctx: &Arc<Context>, s: &Session, reason: &str) {
+        let id = s.id;
         if let Some(tx) = self.conns.lock().await.remove(&id) {
             let _ = tx.send(CloseReason {
                 code: close::SESSION_ENDED,
                 reason: format!("session ended: {reason}"),
             });
         }
-        let writer = self.writers.lock().await.remove(&id);
+        let mut writer = self.writers.lock().await.remove(&id);
+        if writer.is_none() && s.recording.is_some() {
+            match self.store.get(&recording_key(id), None).await {
+                Ok(bytes) if crate::recording::ended_reason(&bytes).is_some() => {}
+                Ok(_) => match self.resume(ctx, s, "server restarted").await {
+                    Ok(w) => writer = Some(w),
+                    Err(e) => {
+                        tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept")
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(%id, error = %e, "the recording could not be read to finish it; earlier versions are kept")
+                }
+            }
+        }
         if let Some(w) = writer {
             if let Err(e) = w.finish(reason).await {
                 tracing::warn!(%id, error = %e, "final recording version not stored; earlier versions are kept");
             }
         }
-    }
-
-    async fn writer(&self, id: Uuid) -> Option<CastWriter> {
-        self.writers.lock().await.get(&id).cloned()
     }
 
     /// Registers a new connection for `id`, closing the previous one (takeover).
@@ -173,6 +276,27 @@ impl Relays {
         }
         rx
     }
+}
+
+/// "No recording, no session": a recording that fails ends the session.
+fn end_session_when_failed(ctx: &Arc<Context>, id: Uuid, writer: &CastWriter) {
+    let mut state = writer.watch_state();
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        while state.changed().await.is_ok() {
+            let now = state.borrow().clone();
+            if let WriterState::Failed(reason) = now {
+                tracing::warn!(%id, %reason, "recording failed; ending the session");
+                let _ = lifecycle::apply(&ctx, id, |_| {
+                    Ok(SessionEvent::SystemEnd {
+                        reason: EndReason::RecordingFailed,
+                    })
+                })
+                .await;
+                break;
+            }
+        }
+    });
 }
 
 async fn close_with(mut ws: WebSocket, code: u16, reason: impl Into<String>) {
@@ -226,8 +350,16 @@ pub async fn serve(ctx: Arc<Context>, ws: WebSocket, id: Uuid, user: String) {
     let Some(clusters) = ctx.clusters.clone() else {
         return close_with(ws, close::RELAY_ERROR, "no cluster is configured").await;
     };
-    let Some(writer) = relays.writer(id).await else {
-        return close_with(ws, close::RELAY_ERROR, "the recording of this session is not available on this server; no recording, no terminal").await;
+    let writer = match relays.writer_for(&ctx, &session).await {
+        Ok(w) => w,
+        Err(e) => {
+            return close_with(
+                ws,
+                close::RELAY_ERROR,
+                format!("no recording, no terminal: {e}"),
+            )
+            .await
+        }
     };
     let mut attached = match clusters.attach(&session).await {
         Ok(a) => a,

@@ -28,6 +28,8 @@ pub struct Metrics {
     pub sweep_actions: IntCounterVec,
     /// 1 while this replica holds the sweep lease.
     pub sweep_leader: IntGauge,
+    /// Attempts to anchor a final recording hash, by outcome (anchored, failed).
+    pub anchors: IntCounterVec,
 }
 
 impl Metrics {
@@ -58,7 +60,16 @@ impl Metrics {
         registry.register(Box::new(transitions.clone()))?;
         registry.register(Box::new(sse_open.clone()))?;
         registry.register(Box::new(sweep_actions.clone()))?;
+        let anchors = IntCounterVec::new(
+            Opts::new(
+                "breakglass_recording_anchors_total",
+                "Final recording hashes submitted to the transparency log, by outcome",
+            ),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(anchors.clone()))?;
         Ok(Metrics {
+            anchors,
             registry,
             requests,
             transitions,
@@ -150,9 +161,8 @@ impl Context {
             Some(s) => Key::from(s.as_bytes()),
             None => load_or_create_key(&config.data_dir)?,
         };
-        let recording =
-            crate::recording::RecordingConfig::from_env(config.data_dir.join("recordings"))
-                .map_err(StartError::Recording)?;
+        let recording = crate::recording::RecordingConfig::from_settings(&config.recording)
+            .map_err(StartError::Recording)?;
         let relays = crate::relay::Relays::new(recording).map_err(StartError::Recording)?;
         Ok(Arc::new(Context {
             relays: Some(Arc::new(relays)),

@@ -351,7 +351,7 @@ async fn s3_versions_are_complete_casts_locked_and_readable_by_asciinema() {
     assert!(played.contains("\x1b[1mbold\x1b[0m \u{20ac}"), "{played:?}");
     assert!(played.ends_with("$ exit\r\n"), "{played:?}");
 
-    let report = verify(store.as_ref(), &last, None).await;
+    let report = verify(store.as_ref(), None, &last, None).await;
     assert!(report.ok(), "{report}");
     assert!(matches!(
         report.outcome(checks::TRANSPARENCY_LOG),
@@ -439,7 +439,7 @@ async fn s3_locked_versions_cannot_be_deleted() {
 
     assert_eq!(user.latest_version(&key).await.unwrap(), v1.version_id);
     let r = v1.to_ref(&key);
-    assert!(verify(&user, &r, None).await.ok());
+    assert!(verify(&user, None, &r, None).await.ok());
 }
 
 #[tokio::test]
@@ -460,11 +460,12 @@ async fn s3_tampering_fails_verification_naming_the_check() {
     .unwrap();
     w.output(b"secret work\r\n").unwrap();
     let good = w.finish("UserEnded").await.unwrap();
-    assert!(verify(&user, &good, None).await.ok());
+    assert!(verify(&user, None, &good, None).await.ok());
 
     // A row that does not match the stored bytes.
     let r = verify(
         &user,
+        None,
         &RecordingRef {
             sha256: "00".repeat(32),
             ..good.clone()
@@ -475,6 +476,7 @@ async fn s3_tampering_fails_verification_naming_the_check() {
     assert_eq!(r.failed(), [checks::HASH_ON_RECORD], "{r}");
     let r = verify(
         &user,
+        None,
         &RecordingRef {
             bytes: good.bytes + 1,
             ..good.clone()
@@ -485,6 +487,7 @@ async fn s3_tampering_fails_verification_naming_the_check() {
     assert_eq!(r.failed(), [checks::BYTE_COUNT], "{r}");
     let r = verify(
         &user,
+        None,
         &RecordingRef {
             version: "01M8MJQQ5V8V2HARQDGR97ZRAQ".into(),
             ..good.clone()
@@ -507,12 +510,13 @@ async fn s3_tampering_fails_verification_naming_the_check() {
         .send()
         .await
         .unwrap();
-    let r = verify(&user, &good, None).await;
+    let r = verify(&user, None, &good, None).await;
     assert_eq!(r.failed(), [checks::LATEST_VERSION], "{r}");
     // A row pointing at the doctored version (someone edited the row too) fails on the hash.
     let latest = user.latest_version(&key).await.unwrap();
     let r = verify(
         &user,
+        None,
         &RecordingRef {
             version: latest,
             ..good.clone()
@@ -532,7 +536,7 @@ async fn s3_tampering_fails_verification_naming_the_check() {
         .send()
         .await
         .unwrap();
-    let r = verify(&user, &good, None).await;
+    let r = verify(&user, None, &good, None).await;
     assert!(r.failed().contains(&checks::VERSION_PRESENT), "{r}");
 }
 
@@ -599,7 +603,7 @@ async fn s3_outage_retries_recovers_and_fails_past_the_spool_limit() {
     let bytes = store.get(&key, Some(&last.version)).await.unwrap();
     assert_eq!(sha256_hex(&bytes), last.sha256);
     assert!(String::from_utf8_lossy(&bytes).contains("ended: RecordingFailed"));
-    assert!(verify(store.as_ref(), &last, None).await.ok());
+    assert!(verify(store.as_ref(), None, &last, None).await.ok());
 }
 
 #[tokio::test]
@@ -844,7 +848,7 @@ async fn local_writer_versions_hash_and_asciinema() {
     assert_eq!(w.len(), bytes.len() as u64);
     let played = asciinema_cat(&bytes);
     assert!(played.contains("\x1b[1mbold\x1b[0m \u{20ac}"), "{played:?}");
-    assert!(verify(store.as_ref(), &last, None).await.ok());
+    assert!(verify(store.as_ref(), None, &last, None).await.ok());
 }
 
 #[tokio::test]
@@ -858,7 +862,7 @@ async fn local_tampering_fails_verification() {
         .unwrap();
     w.output(b"rm -rf /tmp/evidence\r\n").unwrap();
     let good = w.finish("UserEnded").await.unwrap();
-    assert!(verify(store.as_ref(), &good, None).await.ok());
+    assert!(verify(store.as_ref(), None, &good, None).await.ok());
 
     // Corrupt the recorded version in place (same length, so only the hash can tell).
     let path = local.version_path(&key, &good.version).unwrap();
@@ -873,13 +877,13 @@ async fn local_tampering_fails_verification() {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
     std::fs::write(&path, doctored).unwrap();
-    let r = verify(store.as_ref(), &good, None).await;
+    let r = verify(store.as_ref(), None, &good, None).await;
     assert_eq!(r.failed(), [checks::HASH_ON_RECORD], "{r}");
     assert!(r.to_string().contains("FAIL hash on record"), "{r}");
 
     // Truncated: byte count and hash.
     std::fs::write(&path, &original[..original.len() - 5]).unwrap();
-    let r = verify(store.as_ref(), &good, None).await;
+    let r = verify(store.as_ref(), None, &good, None).await;
     assert_eq!(
         r.failed(),
         [
@@ -901,12 +905,12 @@ async fn local_tampering_fails_verification() {
         )
         .await
         .unwrap();
-    let r = verify(store.as_ref(), &good, None).await;
+    let r = verify(store.as_ref(), None, &good, None).await;
     assert_eq!(r.failed(), [checks::LATEST_VERSION], "{r}");
 
     // Removed: version missing (and the later version is still reported).
     std::fs::remove_file(&path).unwrap();
-    let r = verify(store.as_ref(), &good, None).await;
+    let r = verify(store.as_ref(), None, &good, None).await;
     assert_eq!(
         r.failed(),
         [checks::VERSION_PRESENT, checks::LATEST_VERSION],
@@ -973,7 +977,7 @@ async fn local_outage_retries_recovers_and_fails_past_the_spool_limit() {
     unblock_local(&local, &key, &aside);
     assert!(w.finish("RecordingFailed").await.is_err());
     let last = w.last_stored().unwrap();
-    assert!(verify(store.as_ref(), &last, None).await.ok());
+    assert!(verify(store.as_ref(), None, &last, None).await.ok());
 }
 
 #[tokio::test]
@@ -1035,4 +1039,91 @@ async fn writer_bounds_size_records_input_only_when_asked_and_closes_on_drop() {
     }
     assert!(text.contains("bye"), "{text}");
     assert!(text.contains("ended: recording writer dropped"), "{text}");
+}
+
+/// A writer that continues a stored version (the server restarted) keeps the old bytes as a
+/// prefix, one header, a `resumed` marker and a clock that never goes back; asciinema plays
+/// the result. What cannot be continued is refused, not overwritten.
+#[tokio::test]
+async fn resumed_writer_continues_the_stored_cast() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn RecordingStore> = Arc::new(LocalStore::new(dir.path()));
+    let key = recording_key(Uuid::now_v7());
+    let versions = Versions::default();
+    let first = CastWriter::start(store.clone(), &key, info(), fast_config(), versions.sink())
+        .await
+        .unwrap();
+    first.marker("active").unwrap();
+    first.output(b"before the crash\r\n").unwrap();
+    wait_for("a flushed version with the output", 10, || {
+        versions.all().last().is_some_and(|v| v.bytes > 150)
+    })
+    .await;
+    // The crash: the first writer's flusher is gone with the process; what is stored stays.
+    let stored = store.get(&key, None).await.unwrap();
+    assert!(String::from_utf8_lossy(&stored).contains("before the crash"));
+    std::mem::forget(first);
+
+    let again = Versions::default();
+    let second = CastWriter::resume(
+        store.clone(),
+        &key,
+        stored.clone(),
+        "server restarted",
+        fast_config(),
+        again.sink(),
+    )
+    .await
+    .unwrap();
+    second
+        .output("after the restart \u{20ac}\r\n".as_bytes())
+        .unwrap();
+    let last = second.finish("UserEnded").await.unwrap();
+    let cast = store.get(&key, Some(&last.version)).await.unwrap();
+    assert!(
+        cast.starts_with(&stored),
+        "the old versions' bytes are kept as they were"
+    );
+    assert_eq!(last.sha256, sha256_hex(&cast));
+    let text = String::from_utf8(cast.clone()).unwrap();
+    let (header, events) = breakglass_shared::recording::parse(&text).unwrap();
+    assert_eq!((header.width, header.height), (100, 30));
+    let labels: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
+    let resumed = labels
+        .iter()
+        .position(|l| *l == "resumed: server restarted")
+        .unwrap();
+    let before = labels
+        .iter()
+        .position(|l| *l == "before the crash\r\n")
+        .unwrap();
+    let after = labels
+        .iter()
+        .position(|l| l.starts_with("after the restart"))
+        .unwrap();
+    assert!(before < resumed && resumed < after, "{labels:?}");
+    assert_eq!(labels.last(), Some(&"ended: UserEnded"));
+    assert!(
+        events.windows(2).all(|w| w[0].time <= w[1].time),
+        "{events:?}"
+    );
+    // Every version of the continued run was reported, the first one at once.
+    assert!(again.all().len() >= 2, "{:?}", again.all());
+    assert!(asciinema_cat(&cast).contains("after the restart \u{20ac}"));
+    assert!(verify(store.as_ref(), None, &last, None).await.ok());
+
+    // A stored object that is not a complete cast is not continued.
+    for bad in [&b"not a cast\n"[..], &stored[..stored.len() - 3]] {
+        let e = CastWriter::resume(
+            store.clone(),
+            &key,
+            bad.to_vec(),
+            "x",
+            fast_config(),
+            |_| {},
+        )
+        .await
+        .unwrap_err();
+        assert!(e.to_string().contains("cannot be continued"), "{e}");
+    }
 }

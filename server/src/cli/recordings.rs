@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::recording::{
     least_privilege_policy, recording_key, verify, InitBucketOutcome, InitBucketReport, LocalStore,
-    RecordingStore, S3Config, S3Store, VerifyReport,
+    RecordingStore, S3Config, S3Store, TransparencyLog,
 };
 
 /// `breakglass-server recordings ...`
@@ -58,11 +58,10 @@ pub struct VerifyRecordingArgs {
     /// Database holding the session row (default: the SQLite file in the data directory).
     #[arg(long, env = "BREAKGLASS_DATABASE_URL")]
     pub database_url: Option<String>,
-}
-
-/// Where the embedded local store keeps recordings under a data directory.
-pub fn local_recordings_dir(data_dir: &std::path::Path) -> PathBuf {
-    data_dir.join("recordings")
+    /// The server's TOML configuration: its `[recording]` section names the local store's
+    /// directory and the transparency log (with the signing key whose entries to accept).
+    #[arg(long, env = "BREAKGLASS_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
@@ -156,22 +155,37 @@ pub fn init_bucket_text(report: &InitBucketReport, server_access_key: Option<&st
     out
 }
 
-/// Verifies `recording` in `store` and returns the report (print it with `Display`).
-pub async fn verify_recording(
-    store: &dyn RecordingStore,
-    recording: &RecordingRef,
-    rekor: Option<&RekorEntry>,
-) -> VerifyReport {
-    verify(store, recording, rekor).await
-}
-
-/// Opens the store `verify-recording` reads: S3 when `TOWER_BREAKGLASS_MINIO_ENDPOINT` is set,
-/// else the local store under `data_dir`.
-pub fn open_store(data_dir: &std::path::Path) -> anyhow::Result<Box<dyn RecordingStore>> {
-    Ok(match S3Config::from_env()? {
+/// The store and transparency log `verify-recording` reads: S3 when
+/// `TOWER_BREAKGLASS_MINIO_ENDPOINT` is set, else the local store of the configuration; the log
+/// of `[recording.transparency_log]`, whose signing key must already exist.
+fn open_verifier(
+    args: &VerifyRecordingArgs,
+) -> anyhow::Result<(Box<dyn RecordingStore>, Option<TransparencyLog>)> {
+    let serve = crate::config::ServeArgs {
+        config: args.config.clone(),
+        data_dir: Some(args.data_dir.clone()),
+        database_url: args.database_url.clone(),
+        ..Default::default()
+    };
+    let config = crate::config::Config::load(&serve)?;
+    let store: Box<dyn RecordingStore> = match S3Config::from_env()? {
         Some(c) => Box::new(S3Store::new(c)?),
-        None => Box::new(LocalStore::new(local_recordings_dir(data_dir))),
-    })
+        None => Box::new(LocalStore::new(config.recording.local_dir.clone())),
+    };
+    let log = match &config.recording.transparency_log {
+        None => None,
+        Some(t) => {
+            if !t.signing_key.exists() {
+                anyhow::bail!(
+                    "the signing key {} named by recording.transparency_log.signing_key does not exist; \
+                     verification needs the server's key to recognise its entries",
+                    t.signing_key.display()
+                );
+            }
+            Some(TransparencyLog::open(t).map_err(anyhow::Error::msg)?)
+        }
+    };
+    Ok((store, log))
 }
 
 /// The recording reference (and transparency-log entry) on the session row.
@@ -224,14 +238,19 @@ pub fn verify_main(args: VerifyRecordingArgs) -> ExitCode {
             }
         },
     };
-    let store = match open_store(&args.data_dir) {
-        Ok(s) => s,
+    let (store, log) = match open_verifier(&args) {
+        Ok(found) => found,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let report = rt.block_on(verify_recording(store.as_ref(), &recording, rekor.as_ref()));
+    let report = rt.block_on(verify(
+        store.as_ref(),
+        log.as_ref(),
+        &recording,
+        rekor.as_ref(),
+    ));
     println!("{report}");
     if report.ok() {
         ExitCode::SUCCESS

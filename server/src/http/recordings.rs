@@ -113,7 +113,9 @@ pub async fn verify(
         .recording
         .as_ref()
         .ok_or_else(|| ApiError::not_found("nothing was recorded for this session"))?;
-    let report = crate::recording::verify(relays.store().as_ref(), rec, s.rekor.as_ref()).await;
+    let report =
+        crate::recording::verify(relays.store().as_ref(), relays.log(), rec, s.rekor.as_ref())
+            .await;
     Ok(Json(VerifyResult {
         ok: report.ok(),
         checks: report

@@ -12,9 +12,12 @@
 //!    [`OnStored`] (the caller turns it into `Progress::RecordingStored`).
 //! 3. [`CastWriter::finish`] writes the end marker and stores the final version; its
 //!    [`RecordingRef`] (key, version, SHA-256, bytes) is what goes on the session row.
-//! 4. [`verify`] fetches a stored version again and checks it against the row.
+//! 4. When a transparency log is configured, the final hash is signed and anchored there
+//!    ([`TransparencyLog::anchor`]) and the entry goes on the row.
+//! 5. [`verify`] fetches a stored version again and checks it against the row and the log.
 
 mod local;
+mod rekor;
 mod s3;
 mod verify;
 mod writer;
@@ -31,12 +34,15 @@ use uuid::Uuid;
 use crate::lifecycle::ProgressSink;
 
 pub use local::LocalStore;
+pub use rekor::{load_or_create_key, LogError, TransparencyLog};
 pub use s3::{
     least_privilege_policy, InitBucketOutcome, InitBucketReport, S3Config, S3Store, DEFAULT_BUCKET,
     DEFAULT_REGION,
 };
 pub use verify::{checks, verify, Check, CheckOutcome, VerifyReport};
-pub use writer::{CastWriter, OnStored, RecordingFailed, SessionInfo, WriterConfig, WriterState};
+pub use writer::{
+    ended_reason, CastWriter, OnStored, RecordingFailed, SessionInfo, WriterConfig, WriterState,
+};
 
 /// `Content-Type` of a stored cast.
 pub const CONTENT_TYPE: &str = "application/x-asciicast";
@@ -213,6 +219,8 @@ pub struct RecordingConfig {
     pub backend: Backend,
     /// How the writer flushes, bounds and retries.
     pub writer: WriterConfig,
+    /// Where final hashes are anchored, when configured.
+    pub transparency_log: Option<crate::config::TransparencyLogSettings>,
 }
 
 impl RecordingConfig {
@@ -226,7 +234,21 @@ impl RecordingConfig {
         Ok(RecordingConfig {
             backend,
             writer: WriterConfig::default(),
+            transparency_log: None,
         })
+    }
+
+    /// The server's `[recording]` section over the `TOWER_BREAKGLASS_MINIO_*` variables.
+    pub fn from_settings(
+        settings: &crate::config::RecordingSettings,
+    ) -> Result<RecordingConfig, StoreError> {
+        let mut c = RecordingConfig::from_env(&settings.local_dir)?;
+        if let Backend::S3(s3) = &mut c.backend {
+            s3.retention = settings.retention;
+        }
+        c.writer = settings.writer.clone();
+        c.transparency_log = settings.transparency_log.clone();
+        Ok(c)
     }
 
     /// Opens the configured store (does not call [`RecordingStore::check`]).
@@ -235,5 +257,14 @@ impl RecordingConfig {
             Backend::S3(c) => Arc::new(S3Store::new(c.clone())?),
             Backend::Local(dir) => Arc::new(LocalStore::new(dir.clone())),
         })
+    }
+
+    /// Opens the configured transparency log (creating the signing key when missing).
+    pub fn open_log(&self) -> Result<Option<Arc<TransparencyLog>>, StoreError> {
+        self.transparency_log
+            .as_ref()
+            .map(|t| TransparencyLog::open(t).map(Arc::new))
+            .transpose()
+            .map_err(StoreError::Misconfigured)
     }
 }

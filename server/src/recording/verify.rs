@@ -4,7 +4,7 @@ use std::fmt;
 
 use breakglass_shared::session::{RecordingRef, RekorEntry};
 
-use super::{sha256_hex, RecordingStore, StoreError};
+use super::{sha256_hex, RecordingStore, StoreError, TransparencyLog};
 
 /// Check names, in the order [`verify`] runs them.
 pub mod checks {
@@ -18,7 +18,8 @@ pub mod checks {
     pub const ASCIICAST: &str = "asciicast";
     /// No version was written after it (the row's version is the latest).
     pub const LATEST_VERSION: &str = "latest version";
-    /// The hash is anchored in a transparency log (not configured yet).
+    /// The row's log entry records this hash, signed by this server's key, signed by the log
+    /// and included in its tree (skipped when no log is configured and the row names none).
     pub const TRANSPARENCY_LOG: &str = "transparency log";
 }
 
@@ -106,9 +107,10 @@ impl fmt::Display for VerifyReport {
 
 /// Fetches the version named on the row, recomputes its SHA-256 and compares hash and byte
 /// count with the row; also checks that no later version exists and that the cast parses.
-/// The transparency-log check is reported as not configured (anchoring comes later).
+/// With a transparency log, the row's entry is fetched and checked against the row's hash.
 pub async fn verify(
     store: &dyn RecordingStore,
+    log: Option<&TransparencyLog>,
     recording: &RecordingRef,
     rekor: Option<&RekorEntry>,
 ) -> VerifyReport {
@@ -192,17 +194,26 @@ pub async fn verify(
         },
     );
 
-    push(
-        TRANSPARENCY_LOG,
-        CheckOutcome::Skipped(match rekor {
-            None => "not configured (the hash is not anchored in a transparency log)".into(),
-            Some(e) => format!(
-                "not configured: entry {} (log index {}) is on the row, but transparency-log \
-                 verification is not implemented yet",
-                e.uuid, e.log_index
-            ),
-        }),
-    );
+    let log_outcome = match (log, rekor) {
+        (None, None) => CheckOutcome::Skipped(
+            "not configured (no transparency log; the hash is not anchored)".into(),
+        ),
+        (None, Some(e)) => CheckOutcome::Fail(format!(
+            "the row names log entry {} (log index {}), but no transparency log is configured \
+             here to check it (set [recording.transparency_log])",
+            e.uuid, e.log_index
+        )),
+        (Some(l), None) => CheckOutcome::Fail(format!(
+            "a transparency log is configured ({}), but the row names no entry: the final hash \
+             was never anchored",
+            l.url()
+        )),
+        (Some(l), Some(e)) => match l.check(e, &recording.sha256).await {
+            Ok(seen) => CheckOutcome::Pass(seen),
+            Err(why) => CheckOutcome::Fail(why),
+        },
+    };
+    push(TRANSPARENCY_LOG, log_outcome);
 
     VerifyReport {
         recording: recording.clone(),

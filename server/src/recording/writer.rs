@@ -117,6 +117,25 @@ where
     }
 }
 
+/// The reason of a cast's `ended: <reason>` marker when that is its last event (the cast was
+/// finished), else `None`.
+pub fn ended_reason(cast: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(cast).ok()?;
+    let last = text.lines().rev().find(|l| !l.trim().is_empty())?;
+    let event: breakglass_shared::recording::Event = serde_json::from_str(last).ok()?;
+    (event.code == breakglass_shared::recording::Code::Marker)
+        .then(|| event.data.strip_prefix("ended: ").map(str::to_string))
+        .flatten()
+}
+
+/// Floors that keep a hand-built config from spinning the flusher.
+fn normalized(mut config: WriterConfig) -> WriterConfig {
+    config.flush_interval = config.flush_interval.max(Duration::from_millis(10));
+    config.retry_initial = config.retry_initial.max(Duration::from_millis(1));
+    config.retry_max = config.retry_max.max(config.retry_initial);
+    config
+}
+
 /// Hot state, behind one short mutex.
 struct Hot {
     /// Bytes appended since the flusher last took them.
@@ -138,6 +157,15 @@ struct Hot {
     in_carry: Utf8Carry,
     in_carry_pending: bool,
     start: StdInstant,
+    /// Time already on the cast when this writer took it over (zero for a new cast).
+    offset: Duration,
+}
+
+impl Hot {
+    /// Seconds since the cast's start, for the next event.
+    fn now(&self) -> Duration {
+        self.offset + self.start.elapsed()
+    }
 }
 
 struct Shared {
@@ -210,7 +238,7 @@ impl Shared {
             return;
         }
         let before = hot.pending.len();
-        let t = hot.start.elapsed();
+        let t = hot.now();
         let rest = hot.out_carry.finish();
         if !rest.is_empty() {
             write_event(&mut hot.pending, t, b'o', &rest);
@@ -264,10 +292,7 @@ impl CastWriter {
         on_stored: impl OnStored,
     ) -> Result<CastWriter, StoreError> {
         let key = key.into();
-        let mut config = config;
-        config.flush_interval = config.flush_interval.max(Duration::from_millis(10));
-        config.retry_initial = config.retry_initial.max(Duration::from_millis(1));
-        config.retry_max = config.retry_max.max(config.retry_initial);
+        let config = normalized(config);
         let timestamp = info
             .timestamp
             .unwrap_or_else(|| OffsetDateTime::now_utc().unix_timestamp());
@@ -286,16 +311,87 @@ impl CastWriter {
                 config.max_bytes
             )));
         }
+        CastWriter::open(store, key, header, Duration::ZERO, None, config, on_stored).await
+    }
+
+    /// Continues `existing`, a stored version of `key` written by an earlier writer (this
+    /// server before a restart, say): the cast keeps its header and every event, new events
+    /// continue its clock, and a `resumed: <why>` marker says where. Stores the continued cast
+    /// at once as a new version, reports it to `on_stored`, and spawns the flusher.
+    pub async fn resume(
+        store: Arc<dyn RecordingStore>,
+        key: impl Into<String>,
+        existing: Vec<u8>,
+        why: &str,
+        config: WriterConfig,
+        on_stored: impl OnStored,
+    ) -> Result<CastWriter, StoreError> {
+        let key = key.into();
+        let config = normalized(config);
+        let unreadable = |e: String| {
+            StoreError::Misconfigured(format!(
+                "the stored recording {key} cannot be continued: {e}"
+            ))
+        };
+        let text = std::str::from_utf8(&existing).map_err(|e| unreadable(e.to_string()))?;
+        let (header, events) =
+            breakglass_shared::recording::parse(text).map_err(|e| unreadable(e.to_string()))?;
+        if !text.ends_with('\n') {
+            return Err(unreadable("its last line is incomplete".into()));
+        }
+        // Continue the clock from the wall time since the header's start (the time the server
+        // was down counts), never before the last event already written.
+        let last = events.last().map_or(0.0, |e| e.time);
+        let wall = header.timestamp.map_or(0.0, |ts| {
+            (OffsetDateTime::now_utc().unix_timestamp() - ts).max(0) as f64
+        });
+        let offset = Duration::try_from_secs_f64(last.max(wall)).unwrap_or(Duration::ZERO);
+        let mut marker = Vec::new();
+        write_event(&mut marker, offset, b'm', &format!("resumed: {why}"));
+        CastWriter::open(
+            store,
+            key,
+            existing,
+            offset,
+            Some(marker),
+            config,
+            on_stored,
+        )
+        .await
+    }
+
+    /// Stores `initial` (+ `first_event`) as the first version of this writer's run and
+    /// spawns the flusher.
+    async fn open(
+        store: Arc<dyn RecordingStore>,
+        key: String,
+        initial: Vec<u8>,
+        offset: Duration,
+        first_event: Option<Vec<u8>>,
+        config: WriterConfig,
+        on_stored: impl OnStored,
+    ) -> Result<CastWriter, StoreError> {
+        let mut initial = initial;
+        if let Some(e) = first_event {
+            initial.extend_from_slice(&e);
+        }
+        if initial.len() > config.max_bytes {
+            return Err(StoreError::Misconfigured(format!(
+                "the recording's maximum size ({} bytes) is smaller than what is already recorded ({} bytes)",
+                config.max_bytes,
+                initial.len()
+            )));
+        }
         let start = StdInstant::now();
         let mut hasher = Sha256::new();
-        hasher.update(&header);
-        let body = CastBody::with_digest(header.clone(), hasher.clone().finalize().into());
+        hasher.update(&initial);
+        let body = CastBody::with_digest(initial.clone(), hasher.clone().finalize().into());
         let first = store.put_version(&key, body).await?.to_ref(&key);
         on_stored.stored(first.clone()).await;
 
         let (final_tx, final_rx) = watch::channel(None);
         let (state, _) = watch::channel(WriterState::Healthy);
-        let total = header.len() as u64;
+        let total = initial.len() as u64;
         let shared = Arc::new(Shared {
             hot: Mutex::new(Hot {
                 pending: Vec::new(),
@@ -310,6 +406,7 @@ impl CastWriter {
                 in_carry: Utf8Carry::default(),
                 in_carry_pending: false,
                 start,
+                offset,
             }),
             wake: Notify::new(),
             state,
@@ -321,7 +418,7 @@ impl CastWriter {
             shared: shared.clone(),
             store,
             on_stored: Box::new(on_stored),
-            full: header,
+            full: initial,
             hasher,
             stored_len: total,
             last: first,
@@ -355,7 +452,7 @@ impl CastWriter {
         let mut hot = self.shared.lock();
         self.shared.check_open(&hot)?;
         let before = hot.pending.len();
-        let t = hot.start.elapsed();
+        let t = hot.now();
         write_time_prefix(&mut hot.pending, t, b'r');
         let _ = writeln!(hot.pending, "{cols}x{rows}\"]");
         self.shared.after_append(&mut hot, before)
@@ -366,7 +463,7 @@ impl CastWriter {
         let mut hot = self.shared.lock();
         self.shared.check_open(&hot)?;
         let before = hot.pending.len();
-        let t = hot.start.elapsed();
+        let t = hot.now();
         write_event(&mut hot.pending, t, b'm', label);
         self.shared.after_append(&mut hot, before)
     }
@@ -379,7 +476,7 @@ impl CastWriter {
         let hot = &mut *guard;
         self.shared.check_open(hot)?;
         let before = hot.pending.len();
-        let t = hot.start.elapsed();
+        let t = hot.now();
         let (carry, carry_pending) = if code == b'i' {
             (&mut hot.in_carry, &mut hot.in_carry_pending)
         } else {
