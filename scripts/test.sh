@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine or a warm one (README: "Run all tests").
-# Installs and starts what the tests need, idempotently: PostgreSQL, the test control plane
+# Installs and starts what the tests need, idempotently: PostgreSQL, the S3 server, the
+# transparency log, the test control plane
 # (built once per source version, Go build cache kept), and the frontend toolchain; then runs
 # every Rust test on SQLite and PostgreSQL, and the API fuzzing.
 #
@@ -21,6 +22,17 @@ eval "export $(scripts/postgres.sh start)"
 step "S3 server with Object Lock (versitygw; built once) and the asciinema CLI"
 scripts/s3.sh install
 scripts/asciinema.sh install
+
+step "transparency log (Rekor v1 on Trillian + PostgreSQL; built once)"
+scripts/rekor.sh install
+REKOR_DIR="$BREAKGLASS_CACHE/rekor-test"
+if ! rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" 55433); then
+  # A log whose database went away (a wiped PostgreSQL directory) cannot be served again:
+  # start a new one.
+  scripts/rekor.sh destroy "$REKOR_DIR" || true
+  rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" 55433)
+fi
+eval "$rekor_env"
 
 step "Chromium and chromedriver for the browser tests (Debian packages)"
 if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then

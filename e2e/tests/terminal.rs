@@ -21,12 +21,27 @@ type Ws =
 const T: Duration = Duration::from_secs(60);
 
 async fn setup() -> (ServerProcess, ApiClient, String, tempfile::TempDir, String) {
+    let (dir, cfg, ns_name) = prepare("").await;
+    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
+        .await
+        .unwrap();
+    let (alice, id) = request(&server, &ns_name).await;
+    alice
+        .wait_state(&id, &["Active"], T)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    (server, alice, id, dir, ns_name)
+}
+
+/// A config with one Ground environment on the shared control plane (plus `extra` TOML), its
+/// guardrails installed, and a namespace with a running pod `shell`.
+async fn prepare(extra: &str) -> (tempfile::TempDir, std::path::PathBuf, String) {
     let cp = ControlPlane::shared().await.unwrap();
     let admin = cp.client(Identity::Admin).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kc = cp.kubeconfig_path(Identity::BreakglassSa).unwrap();
     let cfg = dir.path().join("server.toml");
-    std::fs::write(&cfg, config_toml(&[("ground", "ground", kc)], "")).unwrap();
+    std::fs::write(&cfg, config_toml(&[("ground", "ground", kc)], extra)).unwrap();
     // Guardrails for this cluster, rendered by the server itself.
     let identity = cp.username(Identity::BreakglassSa).unwrap();
     breakglass_e2e::server::install_guardrails(cp, &cfg, "ground", identity)
@@ -46,23 +61,20 @@ async fn setup() -> (ServerProcess, ApiClient, String, tempfile::TempDir, String
     wait_for_pod_running(&pods, "shell", Duration::from_secs(30))
         .await
         .unwrap();
+    (dir, cfg, ns_name)
+}
 
-    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
-        .await
-        .unwrap();
+/// Alice asks for a live session on `shell` (Ground: no approval).
+async fn request(server: &ServerProcess, ns: &str) -> (ApiClient, String) {
     let alice = server.login("alice").await.unwrap();
     let id = alice
         .create(
-            json!({"environment": "ground", "namespace": ns_name, "pod": "shell", "mode": "live",
+            json!({"environment": "ground", "namespace": ns, "pod": "shell", "mode": "live",
                        "reason": "checking the relay end to end", "duration_minutes": 30}),
         )
         .await
         .unwrap();
-    alice
-        .wait_state(&id, &["Active"], T)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
-    (server, alice, id, dir, ns_name)
+    (alice, id)
 }
 
 async fn connect(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
@@ -162,20 +174,12 @@ async fn keystrokes_in_output_out_recorded_and_closed_at_end() {
         .await
         .unwrap();
     let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
-    let output: String = events
-        .iter()
-        .filter(|e| e.code == breakglass_shared::recording::Code::Output)
-        .map(|e| e.data.as_str())
-        .collect();
+    let output = output_of(&events);
     assert!(output.contains("hello-42"), "{output:?}");
     assert!(events
         .iter()
         .any(|e| e.code == breakglass_shared::recording::Code::Resize && e.data == "100x30"));
-    let markers: Vec<&str> = events
-        .iter()
-        .filter(|e| e.code == breakglass_shared::recording::Code::Marker)
-        .map(|e| e.data.as_str())
-        .collect();
+    let markers = markers_of(&events);
     assert!(
         markers.iter().any(|m| m.starts_with("approved")),
         "{markers:?}"
@@ -185,12 +189,7 @@ async fn keystrokes_in_output_out_recorded_and_closed_at_end() {
         markers.iter().any(|m| m.starts_with("ended")),
         "{markers:?}"
     );
-    let (st, v) = alice
-        .get(&format!("/sessions/{id}/recording/verify"))
-        .await
-        .unwrap();
-    assert_eq!(st, 200);
-    assert_eq!(v["ok"], true, "{v}");
+    verified(&alice, &id).await;
     // The CLI verifies it from the session row, and names the check a tampered copy fails.
     let bin = breakglass_e2e::server::server_binary().unwrap();
     let data = _dir.path().join("data");
@@ -296,5 +295,283 @@ async fn bad_frames_strangers_takeover_and_ended_sessions_are_closed_with_a_code
     assert!(
         cast.contains("refused: text frame"),
         "a marker records the refusal"
+    );
+}
+
+/// The server's verification of the recording, asserted to pass.
+async fn verified(who: &ApiClient, id: &str) -> serde_json::Value {
+    let (st, v) = who
+        .get(&format!("/sessions/{id}/recording/verify"))
+        .await
+        .unwrap();
+    assert_eq!(st, 200);
+    assert_eq!(v["ok"], true, "{v}");
+    v
+}
+
+/// Types `keys` and waits until `needle` comes back; fails with the server's log otherwise.
+async fn type_and_see(server: &ServerProcess, ws: &mut Ws, keys: &[u8], needle: &str) {
+    ws.send(Message::Binary(Frame::Data(keys).encode().into()))
+        .await
+        .unwrap();
+    let (seen, closed) = read_until(ws, needle).await;
+    assert!(
+        closed.is_none(),
+        "{closed:?} {seen:?}\n{}",
+        server.log_text()
+    );
+}
+
+/// The versions of a local-store recording on disk, newest last.
+fn stored_versions(data: &std::path::Path, id: &str) -> Vec<std::path::PathBuf> {
+    let dir = data
+        .join("recordings")
+        .join(format!("sessions/{id}.cast.v"));
+    let mut v: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            Some((e.file_name().to_str()?.parse().ok()?, e.path()))
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, p)| p).collect()
+}
+
+fn markers_of(events: &[breakglass_shared::recording::Event]) -> Vec<&str> {
+    events
+        .iter()
+        .filter(|e| e.code == breakglass_shared::recording::Code::Marker)
+        .map(|e| e.data.as_str())
+        .collect()
+}
+
+fn output_of(events: &[breakglass_shared::recording::Event]) -> String {
+    events
+        .iter()
+        .filter(|e| e.code == breakglass_shared::recording::Code::Output)
+        .map(|e| e.data.as_str())
+        .collect()
+}
+
+fn verify_cli(data: &std::path::Path, cfg: &std::path::Path, id: &str) -> (bool, String) {
+    let out = std::process::Command::new(breakglass_e2e::server::server_binary().unwrap())
+        .args(["verify-recording", id, "--data-dir"])
+        .arg(data)
+        .arg("--config")
+        .arg(cfg)
+        .env_remove("TOWER_BREAKGLASS_MINIO_ENDPOINT")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// SIGKILL mid-session keeps everything up to the last flush; after a restart the terminal
+/// reconnects to the same session and the same recording continues (one header, a `resumed`
+/// marker, one clock); at End the final hash is anchored in the transparency log, and a
+/// recording rewritten together with its database row still fails verification at the log.
+#[tokio::test]
+async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it() {
+    let rekor = std::env::var("BREAKGLASS_TEST_REKOR_URL").expect(
+        "BREAKGLASS_TEST_REKOR_URL is not set: start the transparency log with \
+         `scripts/rekor.sh start DIR PORT` (scripts/test.sh does)",
+    );
+    let extra = format!(
+        "[recording]\nflush_interval_seconds = 1\n\n[recording.transparency_log]\nurl = \"{rekor}\"\n\n"
+    );
+    let (dir, cfg, ns) = prepare(&extra).await;
+    let data = dir.path().join("data");
+    let mut server = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
+    let (alice, id) = request(&server, &ns).await;
+    alice
+        .wait_state(&id, &["Active"], T)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo before-$((2*21))\r", "before-42").await;
+    // Wait for a flush that holds the output, then kill the server without warning.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let cast = alice
+            .get_text(&format!("/sessions/{id}/recording"))
+            .await
+            .unwrap();
+        if cast.contains("before-42") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no stored version holds the output after 20 s:\n{cast}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    server.kill().await.unwrap();
+    drop(ws);
+    let versions = stored_versions(&data, &id);
+    let latest = std::fs::read_to_string(versions.last().unwrap()).unwrap();
+    let (_, events) = breakglass_shared::recording::parse(&latest).unwrap();
+    assert!(output_of(&events).contains("before-42"), "{latest}");
+
+    // Restart on the same data: the session is still Active and its terminal comes back.
+    let server = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
+    let alice = server.login("alice").await.unwrap();
+    let d = alice.session(&id).await.unwrap();
+    assert_eq!(d["session"]["state"], "Active", "{d}");
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo after-$((3*3))\r", "after-9").await;
+    let (st, _) = alice
+        .post(&format!("/sessions/{id}/end"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(st, 200);
+    let d = alice.wait_state(&id, &["Ended"], T).await.unwrap();
+
+    // One cast: the old part, the resume marker, the new part, the end; time never goes back.
+    let cast = alice
+        .get_text(&format!("/sessions/{id}/recording"))
+        .await
+        .unwrap();
+    assert!(
+        cast.starts_with(&latest),
+        "the final cast does not continue the killed server's last version"
+    );
+    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    let out = output_of(&events);
+    assert!(
+        out.contains("before-42") && out.contains("after-9"),
+        "{out:?}"
+    );
+    let markers = markers_of(&events);
+    assert!(
+        markers.contains(&"resumed: server restarted"),
+        "{markers:?}"
+    );
+    assert!(markers.last().unwrap().starts_with("ended"), "{markers:?}");
+    assert!(
+        events.windows(2).all(|w| w[0].time <= w[1].time),
+        "clock went back"
+    );
+
+    // Anchored: the row names the log entry and every check passes, the log's included.
+    let rekor_entry = &d["session"]["rekor"];
+    assert!(
+        rekor_entry["uuid"].as_str().is_some_and(|u| u.len() >= 64),
+        "{d}"
+    );
+    let v = verified(&alice, &id).await;
+    let log_check = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "transparency log")
+        .unwrap();
+    assert_eq!(log_check["outcome"], "pass", "{v}");
+    drop(server);
+    let (ok, text) = verify_cli(&data, &cfg, &id);
+    assert!(ok, "{text}");
+    assert!(text.contains("PASS transparency log"), "{text}");
+
+    // Someone with write access to both the files and the database rewrites the recording
+    // and its row consistently: every local check passes, the log still says no.
+    let rec = &d["session"]["recording"];
+    let file = data
+        .join("recordings")
+        .join(format!("sessions/{id}.cast.v"))
+        .join(rec["version"].as_str().unwrap());
+    let mut perms = std::fs::metadata(&file).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&file, perms).unwrap();
+    let forged = cast.replace("after-9", "after-8");
+    std::fs::write(&file, &forged).unwrap();
+    let sha = breakglass_server::recording::sha256_hex(forged.as_bytes());
+    let db = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}",
+        data.join("breakglass.db").display()
+    ))
+    .await
+    .unwrap();
+    let changed = sqlx::query(
+        "UPDATE breakglass_sessions SET recording_sha256 = ?, recording_bytes = ? WHERE id = ?",
+    )
+    .bind(&sha)
+    .bind(forged.len() as i64)
+    .bind(uuid::Uuid::parse_str(&id).unwrap())
+    .execute(&db)
+    .await
+    .unwrap();
+    assert_eq!(changed.rows_affected(), 1);
+    db.close().await;
+    let (ok, text) = verify_cli(&data, &cfg, &id);
+    assert!(!ok, "{text}");
+    assert!(text.contains("PASS hash on record"), "{text}");
+    assert!(text.contains("FAIL transparency log"), "{text}");
+    assert!(text.contains(&format!("the row says {sha}")), "{text}");
+}
+
+/// "No recording, no session": with the recording store unreachable, activation fails with a
+/// message naming the store, and nothing is created in the cluster.
+#[tokio::test]
+async fn unreachable_recording_store_fails_activation_with_a_clear_message() {
+    let (dir, cfg, ns) = prepare("").await;
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("http://127.0.0.1:{closed_port}");
+    let server = ServerProcess::start(
+        &cfg,
+        &dir.path().join("data"),
+        &[
+            ("TOWER_BREAKGLASS_MINIO_ENDPOINT", endpoint.as_str()),
+            ("TOWER_BREAKGLASS_MINIO_ACCESS_KEY", "nobody"),
+            ("TOWER_BREAKGLASS_MINIO_SECRET_KEY", "nothing-at-all"),
+        ],
+    )
+    .await
+    .unwrap();
+    let (alice, id) = request(&server, &ns).await;
+    let d = alice
+        .wait_state(&id, &["Failed"], T)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    let failure = d["session"]["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("recording store is unavailable, so no session can start"),
+        "{failure}"
+    );
+    assert!(d["session"]["grant_name"].is_null(), "{d}");
+    assert!(d["session"]["debug_container"].is_null(), "{d}");
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client(Identity::Admin).await.unwrap();
+    let pod = Api::<Pod>::namespaced(admin.clone(), &ns)
+        .get("shell")
+        .await
+        .unwrap();
+    let ephemeral = pod
+        .spec
+        .and_then(|s| s.ephemeral_containers)
+        .unwrap_or_default();
+    assert!(ephemeral.is_empty(), "{ephemeral:?}");
+    let bindings = Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin, &ns)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(
+        bindings.items.iter().all(|b| !b
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("breakglass")),
+        "a grant was created"
     );
 }
