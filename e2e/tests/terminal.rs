@@ -397,21 +397,7 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     let mut ws = connect(&server, &alice, &id).await;
     type_and_see(&server, &mut ws, b"echo before-$((2*21))\r", "before-42").await;
     // Wait for a flush that holds the output, then kill the server without warning.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let cast = alice
-            .get_text(&format!("/sessions/{id}/recording"))
-            .await
-            .unwrap();
-        if cast.contains("before-42") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no stored version holds the output after 20 s:\n{cast}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_stored(&alice, &id, "before-42").await;
     server.kill().await.unwrap();
     drop(ws);
     let versions = stored_versions(&data, &id);
@@ -424,7 +410,8 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     let alice = server.login("alice").await.unwrap();
     let d = alice.session(&id).await.unwrap();
     assert_eq!(d["session"]["state"], "Active", "{d}");
-    let mut ws = connect(&server, &alice, &id).await;
+    // The killed process's lease on the recording runs out first (one writer per recording).
+    let mut ws = open_when_free(&server, &alice, &id).await;
     type_and_see(&server, &mut ws, b"echo after-$((3*3))\r", "after-9").await;
     let (st, _) = alice
         .post(&format!("/sessions/{id}/end"), json!({}))
@@ -574,4 +561,182 @@ async fn unreachable_recording_store_fails_activation_with_a_clear_message() {
             .starts_with("breakglass")),
         "a grant was created"
     );
+}
+
+/// Opens the terminal on `server`: the socket once it says "attached", or the close frame.
+async fn open_terminal(
+    server: &ServerProcess,
+    who: &ApiClient,
+    id: &str,
+) -> Result<Ws, (u16, String)> {
+    let mut ws = connect(server, who, id).await;
+    let first = tokio::time::timeout(Duration::from_secs(15), ws.next())
+        .await
+        .map_err(|_| (0, "no answer in 15 s".to_string()))?;
+    match first {
+        Some(Ok(Message::Binary(b))) => match Frame::decode(&b) {
+            Ok(Frame::Status(st)) if st.message == "attached" => Ok(ws),
+            other => Err((0, format!("unexpected first frame {other:?}"))),
+        },
+        Some(Ok(Message::Close(Some(c)))) => Err((u16::from(c.code), c.reason.to_string())),
+        other => Err((0, format!("unexpected {other:?}"))),
+    }
+}
+
+/// Opens the terminal, retrying while another (dead) process's lease on the recording has not
+/// run out yet; every refusal must say so.
+async fn open_when_free(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        match open_terminal(server, who, id).await {
+            Ok(ws) => return ws,
+            Err((code, reason)) => {
+                assert_eq!(code, close::RELAY_ERROR, "{reason}");
+                assert!(reason.contains("another server replica"), "{reason}");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the recording was never taken over\n{}",
+                    server.log_text()
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// Of two replicas, the one that writes the session's recording (it attaches) and the other
+/// (it refuses, naming why).
+async fn writer_and_other<'a>(
+    pair: [&'a ServerProcess; 2],
+    id: &str,
+) -> (&'a ServerProcess, Ws, &'a ServerProcess) {
+    let mut opened = Vec::new();
+    for s in pair {
+        let who = s.login("alice").await.unwrap();
+        opened.push(open_terminal(s, &who, id).await);
+    }
+    let [a, b] = pair;
+    match (opened.remove(0), opened.remove(0)) {
+        (Ok(ws), Err((code, reason))) => {
+            assert_eq!(code, close::RELAY_ERROR, "{reason}");
+            assert!(reason.contains("another server replica"), "{reason}");
+            (a, ws, b)
+        }
+        (Err((code, reason)), Ok(ws)) => {
+            assert_eq!(code, close::RELAY_ERROR, "{reason}");
+            assert!(reason.contains("another server replica"), "{reason}");
+            (b, ws, a)
+        }
+        (x, y) => panic!(
+            "expected exactly one replica to serve the terminal: {:?} / {:?}",
+            x.err(),
+            y.err()
+        ),
+    }
+}
+
+/// Two replicas on one database and one store: the replica that started a recording writes it
+/// and serves the terminal, the other refuses the terminal naming why; End through the other
+/// replica closes the terminal and finishes the recording once (one `ended` marker, verified as
+/// the latest version). When the writing replica is killed, the other continues its recording
+/// once the lease expires.
+#[tokio::test]
+async fn two_replicas_one_writer_per_recording() {
+    let (dir, cfg, ns) = prepare("[recording]\nflush_interval_seconds = 1\n\n").await;
+    let data = dir.path().join("data");
+    let mut a = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
+    let mut b = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
+
+    // 1. End through the replica that does not write.
+    let (alice, id) = request(&a, &ns).await;
+    alice.wait_state(&id, &["Active"], T).await.unwrap();
+    let (writer, mut ws, other) = writer_and_other([&a, &b], &id).await;
+    type_and_see(writer, &mut ws, b"echo one-$((5*5))\r", "one-25").await;
+    let via_other = other.login("alice").await.unwrap();
+    let (st, body) = via_other
+        .post(&format!("/sessions/{id}/end"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(st, 200, "{body}");
+    let (code, reason) = closed_with(&mut ws).await;
+    assert_eq!(code, close::SESSION_ENDED, "{reason}");
+    via_other.wait_state(&id, &["Ended"], T).await.unwrap();
+    let cast = via_other
+        .get_text(&format!("/sessions/{id}/recording"))
+        .await
+        .unwrap();
+    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    assert!(output_of(&events).contains("one-25"));
+    let ended = markers_of(&events)
+        .iter()
+        .filter(|m| m.starts_with("ended"))
+        .count();
+    assert_eq!(ended, 1, "{:?}", markers_of(&events));
+    verified(&via_other, &id).await;
+
+    // 2. The writing replica dies; the other continues the same recording.
+    let (alice, id) = request(&b, &ns).await;
+    alice.wait_state(&id, &["Active"], T).await.unwrap();
+    let (writer, mut ws, _) = writer_and_other([&a, &b], &id).await;
+    let writer_is_a = std::ptr::eq(writer, &a);
+    type_and_see(writer, &mut ws, b"echo two-$((6*6))\r", "two-36").await;
+    let watcher = writer.login("alice").await.unwrap();
+    wait_stored(&watcher, &id, "two-36").await;
+    drop(ws);
+    let survivor = if writer_is_a {
+        a.kill().await.unwrap();
+        &b
+    } else {
+        b.kill().await.unwrap();
+        &a
+    };
+    let alice = survivor.login("alice").await.unwrap();
+    let mut ws = open_when_free(survivor, &alice, &id).await;
+    type_and_see(survivor, &mut ws, b"echo three-$((7*7))\r", "three-49").await;
+    let (st, _) = alice
+        .post(&format!("/sessions/{id}/end"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(st, 200);
+    alice.wait_state(&id, &["Ended"], T).await.unwrap();
+    let cast = alice
+        .get_text(&format!("/sessions/{id}/recording"))
+        .await
+        .unwrap();
+    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    let out = output_of(&events);
+    assert!(
+        out.contains("two-36") && out.contains("three-49"),
+        "{out:?}"
+    );
+    let markers = markers_of(&events);
+    assert!(
+        markers.contains(&"resumed: server restarted"),
+        "{markers:?}"
+    );
+    assert_eq!(
+        markers.iter().filter(|m| m.starts_with("ended")).count(),
+        1,
+        "{markers:?}"
+    );
+    verified(&alice, &id).await;
+}
+
+/// Waits until a stored version of the live recording holds `needle`.
+async fn wait_stored(who: &ApiClient, id: &str, needle: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let cast = who
+            .get_text(&format!("/sessions/{id}/recording"))
+            .await
+            .unwrap();
+        if cast.contains(needle) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no stored version holds {needle:?} after 20 s:\n{cast}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -215,7 +215,9 @@ pub async fn drive(ctx: &Arc<Context>, id: Uuid) -> Result<Session, ApiError> {
             None => Err("no recording store is configured, so no session can start".to_string()),
         };
         let outcome = match recording {
-            Ok(()) => c.activate(&s, &progress).await,
+            Ok(true) => c.activate(&s, &progress).await,
+            // Another replica records this session and is activating it.
+            Ok(false) => return Ok(s),
             Err(e) => Err(e),
         };
         match outcome {

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use breakglass_shared::session::Progress;
@@ -36,12 +37,32 @@ pub struct CloseReason {
 }
 
 /// Live recordings and connections, per session.
+///
+/// One writer per session across replicas: the replica whose writer records a session holds
+/// the database lease `recording:<id>` (renewed every second while the writer lives, released
+/// once the final version is on the row). Another replica neither starts nor continues that
+/// recording while the lease is held; when the holder dies the lease expires and the next
+/// replica that needs the recording continues it (`CastWriter::resume`).
 pub struct Relays {
     store: Arc<dyn RecordingStore>,
     log: Option<Arc<TransparencyLog>>,
     config: RecordingConfig,
+    /// This process's lease holder name.
+    holder: String,
     writers: Mutex<HashMap<Uuid, CastWriter>>,
     conns: Mutex<HashMap<Uuid, oneshot::Sender<CloseReason>>>,
+}
+
+/// How often the writer's replica renews its lease and looks at the session's state.
+const KEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Name of the lease of a session's recording.
+fn lease_name(id: Uuid) -> String {
+    format!("recording:{id}")
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
 }
 
 /// Records each stored version on the session row, through the state machine.
@@ -68,6 +89,7 @@ impl Relays {
             store: config.open_store()?,
             log: config.open_log()?,
             config,
+            holder: Uuid::now_v7().to_string(),
             writers: Mutex::new(HashMap::new()),
             conns: Mutex::new(HashMap::new()),
         })
@@ -118,14 +140,42 @@ impl Relays {
         }
     }
 
+    /// How long a lease outlives its last renewal: a crashed holder's sessions are continued
+    /// by another replica after this.
+    pub fn lease_ttl(&self) -> Duration {
+        (self.config.writer.flush_interval * 3).max(Duration::from_secs(10))
+    }
+
+    /// Takes or renews this replica's lease on the recording of `id`; false when another
+    /// live replica holds it.
+    async fn claim(&self, ctx: &Context, id: Uuid) -> Result<bool, String> {
+        let ttl = i64::try_from(self.lease_ttl().as_millis()).unwrap_or(i64::MAX);
+        ctx.store
+            .try_lease(&lease_name(id), &self.holder, now_ms(), ttl)
+            .await
+            .map_err(|e| format!("the recording's lease cannot be taken: {e}"))
+    }
+
+    /// Why a terminal is refused here (short: it is a close reason).
+    fn held_elsewhere(&self) -> String {
+        format!(
+            "another server replica records this session; retry (a stopped replica's recording moves here within {} s)",
+            self.lease_ttl().as_secs()
+        )
+    }
+
     /// Starts the recording of a session about to activate: no recording, no session. The
     /// header is stored at once, so an unreachable store fails the activation before anything
     /// is created in the cluster. A session whose row already names a recording (activation
-    /// re-driven after a restart) continues that recording.
-    pub async fn start_recording(&self, ctx: &Arc<Context>, s: &Session) -> Result<(), String> {
+    /// re-driven after a restart) continues that recording. `Ok(false)`: another replica
+    /// records (and so activates) this session; leave it to that one.
+    pub async fn start_recording(&self, ctx: &Arc<Context>, s: &Session) -> Result<bool, String> {
         let mut writers = self.writers.lock().await;
         if writers.contains_key(&s.id) {
-            return Ok(());
+            return Ok(true);
+        }
+        if !self.claim(ctx, s.id).await? {
+            return Ok(false);
         }
         self.store.check().await.map_err(|e| {
             format!("the recording store is unavailable, so no session can start: {e}")
@@ -134,8 +184,9 @@ impl Relays {
             let w = self
                 .resume(ctx, s, "server restarted during activation")
                 .await?;
+            self.keep(ctx, s.id, &w);
             writers.insert(s.id, w);
-            return Ok(());
+            return Ok(true);
         }
         let info = SessionInfo {
             width: 80,
@@ -165,8 +216,55 @@ impl Relays {
         };
         let _ = writer.marker(&label);
         end_session_when_failed(ctx, s.id, &writer);
+        self.keep(ctx, s.id, &writer);
         writers.insert(s.id, writer);
-        Ok(())
+        Ok(true)
+    }
+
+    /// While `writer` lives: renews the lease every [`KEEP_EVERY`], and finishes the recording
+    /// here once the session left `Active` (it may have been ended through another replica,
+    /// which waits for this lease). A lease lost to another replica (this one was cut off
+    /// longer than the lease) abandons the writer: the other replica continues the recording.
+    fn keep(&self, ctx: &Arc<Context>, id: Uuid, writer: &CastWriter) {
+        let ctx = ctx.clone();
+        let writer = writer.clone();
+        tokio::spawn(async move {
+            let Some(relays) = ctx.relays.clone() else {
+                return;
+            };
+            let mut tick = tokio::time::interval(KEEP_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if writer.is_closed() {
+                    return;
+                }
+                match relays.claim(&ctx, id).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::error!(%id, "another replica took this session's recording; this one stops writing it");
+                        writer.abandon("another server replica continues this recording");
+                        relays.writers.lock().await.remove(&id);
+                        relays
+                            .close_conn(id, close::RELAY_ERROR, relays.held_elsewhere())
+                            .await;
+                        return;
+                    }
+                    // The database is unreachable: keep recording; the lease says who writes.
+                    Err(e) => tracing::warn!(%id, error = %e, "recording lease not renewed"),
+                }
+                match ctx.store.get(id).await {
+                    Ok(Some(s))
+                        if !matches!(s.state, SessionState::Activating | SessionState::Active) =>
+                    {
+                        let reason = s.end_reason.as_ref().map_or("ended", |r| r.kind());
+                        relays.end(&ctx, &s, reason).await;
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+        });
     }
 
     /// Continues the stored recording of `s` with a new writer (this server has none: it
@@ -189,7 +287,8 @@ impl Relays {
                 .and_then(|n| existing.get(..n));
             if prefix.map(crate::recording::sha256_hex).as_deref() != Some(row.sha256.as_str()) {
                 return Err(format!(
-                    "the stored recording {key} does not continue the version on the session row                      (sha256 {}, {} bytes); it is not continued (run verify-recording)",
+                    "the stored recording {key} does not continue the version on the session row \
+                     (sha256 {}, {} bytes); it is not continued (run verify-recording)",
                     row.sha256, row.bytes
                 ));
             }
@@ -219,7 +318,11 @@ impl Relays {
         if let Some(w) = writers.get(&s.id) {
             return Ok(w.clone());
         }
+        if !self.claim(ctx, s.id).await? {
+            return Err(self.held_elsewhere());
+        }
         let w = self.resume(ctx, s, "server restarted").await?;
+        self.keep(ctx, s.id, &w);
         writers.insert(s.id, w.clone());
         Ok(w)
     }
@@ -232,36 +335,83 @@ impl Relays {
     }
 
     /// Closes the session's connection with `reason` and stores the recording's final
-    /// version (with its `ended` marker). When this server has no live recording of the
-    /// session but one is stored and not yet finished (the server restarted), that one is
-    /// continued and finished. Safe to call when there is neither.
+    /// version (with its `ended` marker), then gives up the recording's lease. When another
+    /// replica writes the recording, waits (up to the lease's lifetime) for it to finish, or for
+    /// its lease to expire. When no replica has a live writer but a recording is stored and not
+    /// yet finished (a server restarted), that one is continued and finished. Safe to call
+    /// when there is nothing to finish, and more than once.
     pub async fn end(&self, ctx: &Arc<Context>, s: &Session, reason: &str) {
         let id = s.id;
-        if let Some(tx) = self.conns.lock().await.remove(&id) {
-            let _ = tx.send(CloseReason {
-                code: close::SESSION_ENDED,
-                reason: format!("session ended: {reason}"),
-            });
-        }
-        let mut writer = self.writers.lock().await.remove(&id);
-        if writer.is_none() && s.recording.is_some() {
-            match self.store.get(&recording_key(id), None).await {
-                Ok(bytes) if crate::recording::ended_reason(&bytes).is_some() => {}
-                Ok(_) => match self.resume(ctx, s, "server restarted").await {
-                    Ok(w) => writer = Some(w),
-                    Err(e) => {
-                        tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept")
-                    }
-                },
-                Err(e) => {
-                    tracing::warn!(%id, error = %e, "the recording could not be read to finish it; earlier versions are kept")
-                }
-            }
-        }
-        if let Some(w) = writer {
+        self.close_conn(id, close::SESSION_ENDED, format!("session ended: {reason}"))
+            .await;
+        // Finish a live writer while it stays registered: a concurrent `end` finishes the same
+        // writer (same result) instead of continuing the recording a second time.
+        let live = self.writers.lock().await.get(&id).cloned();
+        if let Some(w) = live {
             if let Err(e) = w.finish(reason).await {
                 tracing::warn!(%id, error = %e, "final recording version not stored; earlier versions are kept");
             }
+            self.writers.lock().await.remove(&id);
+            self.release(ctx, id).await;
+            return;
+        }
+        if s.recording.is_none() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + self.lease_ttl() + Duration::from_secs(2);
+        loop {
+            match self.claim(ctx, id).await {
+                Ok(true) => break,
+                Ok(false) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(false) => {
+                    tracing::warn!(%id, "another replica still holds the recording; it finishes it");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept");
+                    return;
+                }
+            }
+        }
+        // The lease is ours: whoever wrote before has finished or is gone.
+        match self.store.get(&recording_key(id), None).await {
+            Ok(bytes) if crate::recording::ended_reason(&bytes).is_some() => {}
+            Ok(_) => {
+                // Read the row again: the previous writer may have stored versions since `s`.
+                let current = match ctx.store.get(id).await {
+                    Ok(Some(now)) => now,
+                    _ => s.clone(),
+                };
+                match self.resume(ctx, &current, "server restarted").await {
+                    Ok(w) => {
+                        if let Err(e) = w.finish(reason).await {
+                            tracing::warn!(%id, error = %e, "final recording version not stored; earlier versions are kept");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept")
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%id, error = %e, "the recording could not be read to finish it; earlier versions are kept")
+            }
+        }
+        self.release(ctx, id).await;
+    }
+
+    async fn release(&self, ctx: &Context, id: Uuid) {
+        if let Err(e) = ctx.store.release_lease(&lease_name(id), &self.holder).await {
+            tracing::debug!(%id, error = %e, "recording lease not released; it expires");
+        }
+    }
+
+    /// Closes the session's live connection on this replica, if any.
+    async fn close_conn(&self, id: Uuid, code: u16, reason: String) {
+        if let Some(tx) = self.conns.lock().await.remove(&id) {
+            let _ = tx.send(CloseReason { code, reason });
         }
     }
 
@@ -299,13 +449,31 @@ fn end_session_when_failed(ctx: &Arc<Context>, id: Uuid, writer: &CastWriter) {
     });
 }
 
+/// A close frame; the reason is cut to the 123 bytes a close frame can carry (at a character
+/// boundary, marked with `…`), since a longer one breaks the browser's socket instead.
+fn close_frame(code: u16, reason: &str) -> Message {
+    const MAX: usize = 123;
+    let reason = if reason.len() <= MAX {
+        reason.to_string()
+    } else {
+        let mut end = MAX - '…'.len_utf8();
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &reason[..end])
+    };
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
+}
+
 async fn close_with(mut ws: WebSocket, code: u16, reason: impl Into<String>) {
-    let _ = ws
-        .send(Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into().into(),
-        })))
-        .await;
+    let reason: String = reason.into();
+    if reason.len() > 123 {
+        tracing::info!(code, %reason, "terminal refused");
+    }
+    let _ = ws.send(close_frame(code, &reason)).await;
 }
 
 /// Serves one upgraded connection of `user` to session `id`.
@@ -352,14 +520,7 @@ pub async fn serve(ctx: Arc<Context>, ws: WebSocket, id: Uuid, user: String) {
     };
     let writer = match relays.writer_for(&ctx, &session).await {
         Ok(w) => w,
-        Err(e) => {
-            return close_with(
-                ws,
-                close::RELAY_ERROR,
-                format!("no recording, no terminal: {e}"),
-            )
-            .await
-        }
+        Err(e) => return close_with(ws, close::RELAY_ERROR, e).await,
     };
     let mut attached = match clusters.attach(&session).await {
         Ok(a) => a,
@@ -436,11 +597,23 @@ pub async fn serve(ctx: Arc<Context>, ws: WebSocket, id: Uuid, user: String) {
         }
     };
     attached.abort();
-    let _ = sink
-        .send(Message::Close(Some(CloseFrame {
-            code: reason.code,
-            reason: reason.reason.clone().into(),
-        })))
-        .await;
+    let _ = sink.send(close_frame(reason.code, &reason.reason)).await;
     tracing::info!(%id, code = reason.code, reason = %reason.reason, "terminal closed");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_reasons_fit_a_close_frame() {
+        let short = close_frame(4000, "fine");
+        assert!(matches!(short, Message::Close(Some(ref c)) if c.reason.as_str() == "fine"));
+        let long = "é".repeat(200);
+        let Message::Close(Some(c)) = close_frame(4000, &long) else {
+            panic!("not a close frame")
+        };
+        assert!(c.reason.len() <= 123, "{}", c.reason.len());
+        assert!(c.reason.ends_with('…'));
+    }
 }

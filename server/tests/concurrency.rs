@@ -108,3 +108,73 @@ async fn approve_racing_deny_exactly_one_decides() {
         }
     }
 }
+
+/// Leases (the sweep's leader and each recording's writer): one holder at a time, renewable by
+/// that holder, free for another after expiry or release; on both databases.
+#[tokio::test]
+async fn leases_have_one_holder_expire_and_release() {
+    for s in common::servers().await {
+        let store = &s.ctx.store;
+        let b = s.backend;
+        assert!(
+            store
+                .try_lease("recording:x", "a", 1_000, 500)
+                .await
+                .unwrap(),
+            "{b}"
+        );
+        assert!(
+            !store
+                .try_lease("recording:x", "b", 1_200, 500)
+                .await
+                .unwrap(),
+            "{b}: held"
+        );
+        assert!(
+            store
+                .try_lease("recording:x", "a", 1_400, 500)
+                .await
+                .unwrap(),
+            "{b}: renewed"
+        );
+        assert!(
+            !store
+                .try_lease("recording:x", "b", 1_800, 500)
+                .await
+                .unwrap(),
+            "{b}: renewal counts"
+        );
+        assert!(
+            store
+                .try_lease("recording:x", "b", 2_000, 500)
+                .await
+                .unwrap(),
+            "{b}: expired"
+        );
+        // Only the holder releases.
+        store.release_lease("recording:x", "a").await.unwrap();
+        assert!(
+            !store
+                .try_lease("recording:x", "a", 2_100, 500)
+                .await
+                .unwrap(),
+            "{b}"
+        );
+        store.release_lease("recording:x", "b").await.unwrap();
+        assert!(
+            store
+                .try_lease("recording:x", "a", 2_100, 500)
+                .await
+                .unwrap(),
+            "{b}: released"
+        );
+        // Other names are independent.
+        assert!(
+            store
+                .try_lease("recording:y", "b", 2_100, 500)
+                .await
+                .unwrap(),
+            "{b}"
+        );
+    }
+}

@@ -159,6 +159,8 @@ struct Hot {
     start: StdInstant,
     /// Time already on the cast when this writer took it over (zero for a new cast).
     offset: Duration,
+    /// Set when another writer took the recording over: this one stores nothing more.
+    abandoned: Option<String>,
 }
 
 impl Hot {
@@ -196,7 +198,7 @@ impl Shared {
     }
 
     fn check_open(&self, hot: &Hot) -> Result<(), RecordingFailed> {
-        if let Some(reason) = &hot.failed {
+        if let Some(reason) = hot.abandoned.as_ref().or(hot.failed.as_ref()) {
             return Err(RecordingFailed {
                 reason: reason.clone(),
             });
@@ -407,6 +409,7 @@ impl CastWriter {
                 in_carry_pending: false,
                 start,
                 offset,
+                abandoned: None,
             }),
             wake: Notify::new(),
             state,
@@ -516,6 +519,22 @@ impl CastWriter {
         })
     }
 
+    /// Stops this writer without storing anything more (no end marker either): another writer
+    /// continues the same recording. `finish` then returns `Err` with `why`.
+    pub fn abandon(&self, why: &str) {
+        let mut hot = self.shared.lock();
+        if hot.abandoned.is_none() {
+            hot.abandoned = Some(why.to_string());
+            hot.finishing = true;
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Whether the cast was closed (`finish` called, the last handle dropped) or abandoned.
+    pub fn is_closed(&self) -> bool {
+        self.shared.lock().finishing
+    }
+
     /// The current health.
     pub fn state(&self) -> WriterState {
         self.shared.state.borrow().clone()
@@ -570,6 +589,12 @@ impl Flusher {
             tokio::select! {
                 () = tokio::time::sleep_until(next) => {}
                 () = self.shared.wake.notified() => {}
+            }
+            let abandoned = self.shared.lock().abandoned.clone();
+            if let Some(reason) = abandoned {
+                self.final_tx
+                    .send_replace(Some(Err(RecordingFailed { reason })));
+                return;
             }
             if self.take() {
                 let result = self.finish().await;

@@ -112,6 +112,9 @@ pub trait Store: Send + Sync + 'static {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<bool, StoreError>;
+    /// Gives lease `name` up if `holder` holds it (so another holder need not wait for it to
+    /// expire).
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
 }
 
 /// Opens the store named by `url`, creating the SQLite file (and its directory) on first run,
@@ -463,6 +466,15 @@ macro_rules! sql_store {
                 .execute(&self.pool)
                 .await?;
                 Ok(done.rows_affected() == 1)
+            }
+
+            async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+                sqlx::query("DELETE FROM breakglass_leases WHERE name = $1 AND holder = $2")
+                    .bind(name)
+                    .bind(holder)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
             }
 
             async fn counts(&self) -> Result<(i64, i64), StoreError> {
