@@ -740,3 +740,61 @@ async fn wait_stored(who: &ApiClient, id: &str, needle: &str) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// The store fails mid-session: output is spooled and retried; past the spool limit the session
+/// ends with `RecordingFailed` and its terminal closes, and every version stored before the
+/// failure is kept and still verifies.
+#[tokio::test]
+async fn spool_full_ends_the_session_and_keeps_what_was_stored() {
+    let (dir, cfg, ns) = prepare(
+        "[recording]\nflush_interval_seconds = 1\nspool_limit_bytes = 65536\nretry_initial_ms = 100\nretry_max_seconds = 1\nfinish_timeout_seconds = 2\n\n",
+    )
+    .await;
+    let data = dir.path().join("data");
+    let server = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
+    let (alice, id) = request(&server, &ns).await;
+    alice.wait_state(&id, &["Active"], T).await.unwrap();
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo kept-$((4*4))\r", "kept-16").await;
+    wait_stored(&alice, &id, "kept-16").await;
+
+    // The store breaks: the recording's version directory becomes a plain file.
+    let vdir = data
+        .join("recordings")
+        .join(format!("sessions/{id}.cast.v"));
+    let aside = vdir.with_extension("aside");
+    std::fs::rename(&vdir, &aside).unwrap();
+    std::fs::write(&vdir, b"blocked").unwrap();
+    ws.send(Message::Binary(
+        Frame::Data(b"head -c 200000 /dev/zero | tr '\\0' x; echo\r")
+            .encode()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    let (code, reason) = closed_with(&mut ws).await;
+    assert_eq!(code, close::SESSION_ENDED, "{reason}");
+    assert!(reason.contains("RecordingFailed"), "{reason}");
+    assert!(server.log_text().contains("spool limit"));
+    let d = alice
+        .wait_state(&id, &["Ended"], T)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    assert!(
+        d["session"]["end_reason"]
+            .to_string()
+            .contains("RecordingFailed"),
+        "{d}"
+    );
+
+    // The store comes back: what was stored before the failure is all there and verifies.
+    std::fs::remove_file(&vdir).unwrap();
+    std::fs::rename(&aside, &vdir).unwrap();
+    let cast = alice
+        .get_text(&format!("/sessions/{id}/recording"))
+        .await
+        .unwrap();
+    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    assert!(output_of(&events).contains("kept-16"), "{cast}");
+    verified(&alice, &id).await;
+}
