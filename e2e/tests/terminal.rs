@@ -298,6 +298,16 @@ async fn bad_frames_strangers_takeover_and_ended_sessions_are_closed_with_a_code
     );
 }
 
+/// Ends the session as `who` and waits until it is `Ended`; the session document.
+async fn end_and_wait(who: &ApiClient, id: &str) -> serde_json::Value {
+    let (st, body) = who
+        .post(&format!("/sessions/{id}/end"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(st, 200, "{body}");
+    who.wait_state(id, &["Ended"], T).await.unwrap()
+}
+
 /// The server's verification of the recording, asserted to pass.
 async fn verified(who: &ApiClient, id: &str) -> serde_json::Value {
     let (st, v) = who
@@ -413,12 +423,7 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     // The killed process's lease on the recording runs out first (one writer per recording).
     let mut ws = open_when_free(&server, &alice, &id).await;
     type_and_see(&server, &mut ws, b"echo after-$((3*3))\r", "after-9").await;
-    let (st, _) = alice
-        .post(&format!("/sessions/{id}/end"), json!({}))
-        .await
-        .unwrap();
-    assert_eq!(st, 200);
-    let d = alice.wait_state(&id, &["Ended"], T).await.unwrap();
+    let d = end_and_wait(&alice, &id).await;
 
     // One cast: the old part, the resume marker, the new part, the end; time never goes back.
     let cast = alice
@@ -548,19 +553,7 @@ async fn unreachable_recording_store_fails_activation_with_a_clear_message() {
         .and_then(|s| s.ephemeral_containers)
         .unwrap_or_default();
     assert!(ephemeral.is_empty(), "{ephemeral:?}");
-    let bindings = Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin, &ns)
-        .list(&Default::default())
-        .await
-        .unwrap();
-    assert!(
-        bindings.items.iter().all(|b| !b
-            .metadata
-            .name
-            .as_deref()
-            .unwrap_or_default()
-            .starts_with("breakglass")),
-        "a grant was created"
-    );
+    assert_no_grants(admin, &ns).await;
 }
 
 /// Opens the terminal on `server`: the socket once it says "attached", or the close frame.
@@ -693,12 +686,7 @@ async fn two_replicas_one_writer_per_recording() {
     let alice = survivor.login("alice").await.unwrap();
     let mut ws = open_when_free(survivor, &alice, &id).await;
     type_and_see(survivor, &mut ws, b"echo three-$((7*7))\r", "three-49").await;
-    let (st, _) = alice
-        .post(&format!("/sessions/{id}/end"), json!({}))
-        .await
-        .unwrap();
-    assert_eq!(st, 200);
-    alice.wait_state(&id, &["Ended"], T).await.unwrap();
+    end_and_wait(&alice, &id).await;
     let cast = alice
         .get_text(&format!("/sessions/{id}/recording"))
         .await
@@ -797,4 +785,106 @@ async fn spool_full_ends_the_session_and_keeps_what_was_stored() {
     let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
     assert!(output_of(&events).contains("kept-16"), "{cast}");
     verified(&alice, &id).await;
+}
+
+/// No grant RoleBinding of any session is left in `ns`.
+async fn assert_no_grants(admin: kube::Client, ns: &str) {
+    let bindings = Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin, ns)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let grants: Vec<_> = bindings
+        .items
+        .iter()
+        .filter_map(|b| b.metadata.name.as_deref())
+        .filter(|n| n.starts_with("breakglass"))
+        .collect();
+    assert!(grants.is_empty(), "grants left: {grants:?}");
+}
+
+/// A transparency log started by `scripts/rekor.sh` for one test; destroyed (servers stopped,
+/// database dropped) on drop.
+struct OwnLog(std::path::PathBuf);
+
+impl OwnLog {
+    fn script(args: &[&std::ffi::OsStr]) -> std::process::Output {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/rekor.sh");
+        std::process::Command::new(script)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn start(dir: std::path::PathBuf, port: u16) -> OwnLog {
+        let port = port.to_string();
+        let out = OwnLog::script(&["start".as_ref(), dir.as_os_str(), port.as_ref()]);
+        assert!(
+            out.status.success(),
+            "scripts/rekor.sh start failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        OwnLog(dir)
+    }
+}
+
+impl Drop for OwnLog {
+    fn drop(&mut self) {
+        let _ = OwnLog::script(&["destroy".as_ref(), self.0.as_os_str()]);
+    }
+}
+
+/// The transparency log is down when a session ends: the session still ends (its cluster
+/// objects go), verification says the hash was never anchored; once the log answers, the sweep
+/// anchors it and verification passes, the log included.
+#[tokio::test]
+async fn hash_left_unanchored_at_the_end_is_anchored_by_the_sweep() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let extra = format!(
+        "[recording]\nflush_interval_seconds = 1\n\n[recording.transparency_log]\nurl = \"http://127.0.0.1:{port}\"\n\n"
+    );
+    let (dir, cfg, ns) = prepare(&extra).await;
+    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
+        .await
+        .unwrap();
+    let (alice, id) = request(&server, &ns).await;
+    alice.wait_state(&id, &["Active"], T).await.unwrap();
+    let d = end_and_wait(&alice, &id).await;
+    assert!(d["session"]["rekor"].is_null(), "{d}");
+    let cp = ControlPlane::shared().await.unwrap();
+    assert_no_grants(cp.client(Identity::Admin).await.unwrap(), &ns).await;
+    let (_, v) = alice
+        .get(&format!("/sessions/{id}/recording/verify"))
+        .await
+        .unwrap();
+    assert_eq!(v["ok"], false, "{v}");
+    let failed: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["outcome"] == "fail")
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["transparency log"], "{v}");
+    assert!(v.to_string().contains("never anchored"), "{v}");
+
+    let _log = OwnLog::start(dir.path().join("rekor"), port);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let d = alice.session(&id).await.unwrap();
+        if d["session"]["rekor"]["uuid"].is_string() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sweep did not anchor the hash within 30 s\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let v = verified(&alice, &id).await;
+    assert!(v.to_string().contains("inclusion"), "{v}");
 }

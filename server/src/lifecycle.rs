@@ -65,6 +65,26 @@ pub async fn record_progress(
     RowProgress { ctx, id }.record(p).await
 }
 
+/// Puts `entry` on an `Ended` session whose final hash was anchored after it ended (the log
+/// was unreachable at the end; the sweep retried).
+pub async fn anchor_late(
+    ctx: &Arc<Context>,
+    id: Uuid,
+    entry: &breakglass_shared::session::RekorEntry,
+) -> Result<Session, ApiError> {
+    commit(ctx, id, |s, now| {
+        let next = s.anchor_late(entry)?;
+        let draft = EventDraft {
+            actor: breakglass_shared::Actor::System.name().to_string(),
+            kind: "progress".into(),
+            detail: serde_json::to_string(&Progress::Anchored(entry.clone())).ok(),
+            at: now,
+        };
+        Ok((next, draft, "progress"))
+    })
+    .await
+}
+
 /// Stores a new request (Ground requests start `Approved`) and starts activation if a cluster
 /// serves it.
 pub async fn create(

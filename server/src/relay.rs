@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use breakglass_shared::session::Progress;
+use breakglass_shared::session::{Progress, RekorEntry};
 use breakglass_shared::terminal::{close, Frame, Status, MAX_FRAME};
 use breakglass_shared::{EndReason, Session, SessionEvent, SessionState};
 use futures::{SinkExt, StreamExt};
@@ -105,39 +105,59 @@ impl Relays {
         self.log.as_deref()
     }
 
-    /// Anchors the final recording hash of `s` (the version on its row) in the transparency
-    /// log, when one is configured and the row has no entry yet. Retries a few times; the
-    /// session ends either way (the cluster objects must go), and a hash left unanchored is
-    /// logged, counted, and shows as a failed check in `verify-recording`.
+    /// Anchors the final recording hash of `s` (the version on its row, in `Ending`) in the
+    /// transparency log, when one is configured and the row has no entry yet. Two quick tries:
+    /// the session ends either way (its cluster objects must go), and the sweep keeps trying
+    /// for sessions that ended unanchored ([`Relays::anchor_ended`]).
     pub async fn anchor(&self, ctx: &Arc<Context>, s: &Session) {
-        let (Some(log), Some(rec), None) = (&self.log, &s.recording, &s.rekor) else {
-            return;
+        if let Some(entry) = self.submit(ctx, s, 2).await {
+            if let Err(e) = lifecycle::record_progress(ctx, s.id, Progress::Anchored(entry)).await {
+                tracing::warn!(id = %s.id, error = %e.body.message, "log entry not put on the row");
+            }
+        }
+    }
+
+    /// Anchors the final hash of an `Ended` session that ended unanchored (one try); true when
+    /// the entry is now on the row.
+    pub async fn anchor_ended(&self, ctx: &Arc<Context>, s: &Session) -> bool {
+        let Some(entry) = self.submit(ctx, s, 1).await else {
+            return false;
         };
-        let mut delay = std::time::Duration::from_millis(500);
-        for attempt in 1..=4 {
+        match lifecycle::anchor_late(ctx, s.id, &entry).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(id = %s.id, error = %e.body.message, "log entry not put on the row");
+                false
+            }
+        }
+    }
+
+    /// Submits the row's final hash, up to `attempts` times while the log is unreachable.
+    async fn submit(&self, ctx: &Context, s: &Session, attempts: u32) -> Option<RekorEntry> {
+        let (Some(log), Some(rec), None) = (&self.log, &s.recording, &s.rekor) else {
+            return None;
+        };
+        let mut delay = Duration::from_millis(500);
+        for attempt in 1..=attempts {
             match log.anchor(&rec.sha256).await {
                 Ok(entry) => {
                     tracing::info!(id = %s.id, uuid = %entry.uuid, log_index = entry.log_index, "recording hash anchored");
                     ctx.metrics.anchors.with_label_values(&["anchored"]).inc();
-                    if let Err(e) =
-                        lifecycle::record_progress(ctx, s.id, Progress::Anchored(entry)).await
-                    {
-                        tracing::warn!(id = %s.id, error = %e.body.message, "log entry not put on the row");
-                    }
-                    return;
+                    return Some(entry);
                 }
-                Err(e @ crate::recording::LogError::Unavailable(_)) if attempt < 4 => {
+                Err(e @ crate::recording::LogError::Unavailable(_)) if attempt < attempts => {
                     tracing::warn!(id = %s.id, attempt, error = %e, "anchoring failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay *= 2;
                 }
                 Err(e) => {
-                    tracing::error!(id = %s.id, error = %e, log = log.url(), "the recording hash could not be anchored");
+                    tracing::error!(id = %s.id, error = %e, log = log.url(), "the recording hash could not be anchored (the sweep tries again)");
                     ctx.metrics.anchors.with_label_values(&["failed"]).inc();
-                    return;
+                    return None;
                 }
             }
         }
+        None
     }
 
     /// How long a lease outlives its last renewal: a crashed holder's sessions are continued

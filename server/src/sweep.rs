@@ -28,6 +28,8 @@ pub struct SweepReport {
     pub pod_gone: usize,
     /// Sessions whose activation or cleanup was pushed on.
     pub driven: usize,
+    /// Ended sessions whose final hash was anchored late.
+    pub anchored: usize,
     /// Orphaned cluster objects removed.
     pub orphans_removed: usize,
 }
@@ -44,6 +46,41 @@ async fn in_state(ctx: &Arc<Context>, state: SessionState) -> Result<Vec<Session
             ..Default::default()
         })
         .await?)
+}
+
+/// Most anchoring attempts per pass, so an unreachable log cannot stall the sweep.
+const ANCHORS_PER_PASS: usize = 3;
+
+/// How long after its end a session's unanchored hash is still retried by the sweep.
+const ANCHOR_RETRY_WINDOW: time::Duration = time::Duration::days(7);
+
+/// Recently ended sessions whose final hash the log could not take at the end: anchored now,
+/// a few per pass, stopping at the first failure (the log is still unreachable).
+async fn anchor_ended(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<usize, ApiError> {
+    let Some(relays) = ctx.relays.clone().filter(|r| r.log().is_some()) else {
+        return Ok(0);
+    };
+    let mut anchored = 0;
+    let pending = in_state(ctx, SessionState::Ended)
+        .await?
+        .into_iter()
+        .filter(|s| {
+            s.recording.is_some()
+                && s.rekor.is_none()
+                && s.finished_at.is_some_and(|f| f + ANCHOR_RETRY_WINDOW > now)
+        })
+        .take(ANCHORS_PER_PASS);
+    for s in pending {
+        if !relays.anchor_ended(ctx, &s).await {
+            break;
+        }
+        ctx.metrics
+            .sweep_actions
+            .with_label_values(&["anchor"])
+            .inc();
+        anchored += 1;
+    }
+    Ok(anchored)
 }
 
 /// One pass at `now`.
@@ -134,6 +171,7 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
             }
         }
     }
+    report.anchored = anchor_ended(ctx, now).await?;
     report.orphans_removed = reconcile(ctx).await?;
     Ok(report)
 }

@@ -896,6 +896,23 @@ impl Session {
         Ok(next)
     }
 
+    /// Puts the transparency-log entry of the final recording hash on a session that ended
+    /// before the log could take it (the log was unreachable then): the next row (version + 1)
+    /// or why not. Only on an `Ended` session with a recording and no entry yet; nothing else
+    /// changes.
+    pub fn anchor_late(&self, entry: &RekorEntry) -> Result<Session, TransitionError> {
+        if self.state != SessionState::Ended || self.recording.is_none() || self.rekor.is_some() {
+            return Err(TransitionError::WrongState {
+                state: self.state,
+                event: "anchored",
+            });
+        }
+        let mut next = self.clone();
+        next.version += 1;
+        next.rekor = Some(entry.clone());
+        Ok(next)
+    }
+
     fn person<'a>(
         &self,
         event: &SessionEvent,
@@ -1200,6 +1217,40 @@ mod tests {
         let mut forged = session_in(SessionState::Approved, Tier::Flight);
         forged.approver = Some("alice".into());
         assert!(forged.apply(&SessionEvent::BeginActivation, NOW).is_err());
+    }
+
+    #[test]
+    fn late_anchoring_only_once_on_an_ended_recorded_session() {
+        let entry = RekorEntry {
+            uuid: "ab".repeat(40),
+            log_index: 7,
+        };
+        let recording = RecordingRef {
+            key: "sessions/x.cast".into(),
+            version: "3".into(),
+            sha256: "00".repeat(32),
+            bytes: 10,
+        };
+        for state in SessionState::ALL {
+            let mut s = session_in(state, Tier::Flight);
+            s.recording = Some(recording.clone());
+            let r = s.anchor_late(&entry);
+            if state == SessionState::Ended {
+                let next = r.unwrap();
+                assert_eq!(next.version, s.version + 1);
+                assert_eq!(next.rekor.as_ref(), Some(&entry));
+                let mut only_entry = next.clone();
+                only_entry.rekor = None;
+                only_entry.version = s.version;
+                assert_eq!(only_entry, s, "nothing else changes");
+                assert!(next.anchor_late(&entry).is_err(), "only once");
+            } else {
+                assert!(r.is_err(), "{state:?}");
+            }
+        }
+        let mut unrecorded = session_in(SessionState::Ended, Tier::Ground);
+        unrecorded.recording = None;
+        assert!(unrecorded.anchor_late(&entry).is_err());
     }
 
     #[test]
