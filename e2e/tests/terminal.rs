@@ -888,3 +888,30 @@ async fn hash_left_unanchored_at_the_end_is_anchored_by_the_sweep() {
     let v = verified(&alice, &id).await;
     assert!(v.to_string().contains("inclusion"), "{v}");
 }
+
+/// An admin terminating someone's session closes their terminal at once with the reason, and
+/// the recording ends with it.
+#[tokio::test]
+async fn terminate_closes_the_terminal_with_the_reason() {
+    let (server, alice, id, _dir, _ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo still-$((8*8))\r", "still-64").await;
+    let carol = server.login("carol").await.unwrap();
+    let (st, body) = carol
+        .post(&format!("/sessions/{id}/terminate"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(st, 200, "{body}");
+    let (code, reason) = closed_with(&mut ws).await;
+    assert_eq!(code, close::SESSION_ENDED, "{reason}");
+    assert!(reason.contains("Terminated"), "{reason}");
+    alice.wait_state(&id, &["Ended"], T).await.unwrap();
+    let cast = alice
+        .get_text(&format!("/sessions/{id}/recording"))
+        .await
+        .unwrap();
+    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    assert!(output_of(&events).contains("still-64"));
+    assert_eq!(markers_of(&events).last(), Some(&"ended: Terminated"));
+    verified(&alice, &id).await;
+}
