@@ -915,3 +915,70 @@ async fn terminate_closes_the_terminal_with_the_reason() {
     assert_eq!(markers_of(&events).last(), Some(&"ended: Terminated"));
     verified(&alice, &id).await;
 }
+
+/// Bytes of the newest stored version named on the session row.
+async fn recorded_bytes(who: &ApiClient, id: &str) -> u64 {
+    let d = who.session(id).await.unwrap();
+    d["session"]["recording"]["bytes"].as_u64().unwrap_or(0)
+}
+
+/// Back-pressure: while the browser reads nothing, the pod's endless output stalls (the relay
+/// stops reading from the attach once the socket is full), so the recording, and with it
+/// the server's memory, stops growing; once the browser reads again, output flows again.
+#[tokio::test]
+async fn a_browser_that_stops_reading_stalls_the_pod_output() {
+    let (dir, cfg, ns) =
+        prepare("[recording]\nflush_interval_seconds = 1\nmax_bytes = 268435456\n\n").await;
+    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
+        .await
+        .unwrap();
+    let (alice, id) = request(&server, &ns).await;
+    alice.wait_state(&id, &["Active"], T).await.unwrap();
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo ready-$((9*9))\r", "ready-81").await;
+    ws.send(Message::Binary(
+        Frame::Data(b"yes 0123456789abcdef0123456789abcdef0123456789abcdef\r")
+            .encode()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    // Read nothing: in-flight buffers fill within a second, then everything waits.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let stalled_at = recorded_bytes(&alice, &id).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let still = recorded_bytes(&alice, &id).await;
+    eprintln!("recorded while not reading: {stalled_at} bytes, 4 s later {still} bytes");
+    assert!(
+        still.saturating_sub(stalled_at) < 1024 * 1024,
+        "the recording kept growing while the browser read nothing: {stalled_at} -> {still}"
+    );
+    assert!(
+        stalled_at < 48 * 1024 * 1024,
+        "{stalled_at} bytes buffered before stalling"
+    );
+
+    // Read again for a while: the output flows and the recording grows again.
+    let read = tokio::time::timeout(Duration::from_secs(1), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Binary(_))) => {}
+                other => return other,
+            }
+        }
+    })
+    .await;
+    assert!(read.is_err(), "the terminal closed while reading: {read:?}\n{}", server.log_text());
+    ws.send(Message::Binary(Frame::Data(b"\x03").encode().into()))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while recorded_bytes(&alice, &id).await <= still + 1024 * 1024 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the output did not flow again once the browser read"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    end_and_wait(&alice, &id).await;
+}
