@@ -968,7 +968,11 @@ async fn a_browser_that_stops_reading_stalls_the_pod_output() {
         }
     })
     .await;
-    assert!(read.is_err(), "the terminal closed while reading: {read:?}\n{}", server.log_text());
+    assert!(
+        read.is_err(),
+        "the terminal closed while reading: {read:?}\n{}",
+        server.log_text()
+    );
     ws.send(Message::Binary(Frame::Data(b"\x03").encode().into()))
         .await
         .unwrap();

@@ -142,6 +142,9 @@ pub struct TransparencyLogFileConfig {
     pub signing_key: Option<PathBuf>,
     /// Seconds one request to the log may take (default 10).
     pub timeout_seconds: Option<u64>,
+    /// PEM file with the log's own public key; entry timestamps are checked against it
+    /// (without it, against the key the log serves at `/api/v1/log/publicKey`).
+    pub log_public_key: Option<PathBuf>,
 }
 
 /// The resolved `[recording]` section.
@@ -166,6 +169,8 @@ pub struct TransparencyLogSettings {
     pub signing_key: PathBuf,
     /// Per-request timeout.
     pub timeout: std::time::Duration,
+    /// The log's pinned public key file, if any.
+    pub log_public_key: Option<PathBuf>,
 }
 
 impl RecordingFileConfig {
@@ -253,6 +258,7 @@ impl RecordingFileConfig {
                         .signing_key
                         .unwrap_or_else(|| data_dir.join("recording-signing.pem")),
                     timeout: Duration::from_secs(timeout),
+                    log_public_key: t.log_public_key,
                 })
             }
         };
@@ -868,7 +874,7 @@ mod tests {
         assert_eq!(c.recording.retention.as_secs(), 365 * 86_400);
         assert!(c.recording.transparency_log.is_none());
         let c = parse(
-            "[recording]\nflush_interval_seconds = 2\nrecord_input = true\nmax_bytes = 1048576\nspool_limit_bytes = 65536\nretry_initial_ms = 100\nretry_max_seconds = 3\nfinish_timeout_seconds = 9\nretention_days = 30\nlocal_dir = \"/srv/rec\"\n[recording.transparency_log]\nurl = \"http://127.0.0.1:3000/\"",
+            "[recording]\nflush_interval_seconds = 2\nrecord_input = true\nmax_bytes = 1048576\nspool_limit_bytes = 65536\nretry_initial_ms = 100\nretry_max_seconds = 3\nfinish_timeout_seconds = 9\nretention_days = 30\nlocal_dir = \"/srv/rec\"\n[recording.transparency_log]\nurl = \"http://127.0.0.1:3000/\"\nlog_public_key = \"/etc/rekor.pub\"",
         )
         .unwrap();
         let w = &c.recording.writer;
@@ -886,6 +892,7 @@ mod tests {
             PathBuf::from(".breakglass/recording-signing.pem")
         );
         assert_eq!(t.timeout.as_secs(), 10);
+        assert_eq!(t.log_public_key, Some(PathBuf::from("/etc/rekor.pub")));
     }
 
     #[test]

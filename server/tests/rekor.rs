@@ -137,3 +137,39 @@ async fn verify_checks_the_row_against_the_log() {
         Some(CheckOutcome::Skipped(_))
     ));
 }
+
+#[tokio::test]
+async fn a_pinned_log_key_is_what_entry_timestamps_are_checked_against() {
+    let url = rekor_url();
+    let key = SigningKey::random(&mut rand::rngs::OsRng);
+    let served = reqwest::get(format!("{url}/api/v1/log/publicKey"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let pinned = TransparencyLog::with_key(&url, key.clone(), Duration::from_secs(10))
+        .unwrap()
+        .with_log_key(&served)
+        .unwrap();
+    let sha = random_hash();
+    let entry = pinned.anchor(&sha).await.unwrap();
+    let seen = pinned.check(&entry, &sha).await.unwrap();
+    assert!(seen.contains("pinned log key"), "{seen}");
+    // Another log key (a swapped or impostor log): the signed entry timestamp fails.
+    let other = SigningKey::random(&mut rand::rngs::OsRng);
+    let other_pem = {
+        use p256::pkcs8::EncodePublicKey;
+        other
+            .verifying_key()
+            .to_public_key_pem(p256::pkcs8::LineEnding::LF)
+            .unwrap()
+    };
+    let wrong = TransparencyLog::with_key(&url, key, Duration::from_secs(10))
+        .unwrap()
+        .with_log_key(&other_pem)
+        .unwrap();
+    let e = wrong.check(&entry, &sha).await.unwrap_err();
+    assert!(e.contains("signed entry timestamp does not verify"), "{e}");
+    assert!(log_with_new_key(&url).with_log_key("nope").is_err());
+}

@@ -46,6 +46,8 @@ pub struct TransparencyLog {
     http: reqwest::Client,
     key: SigningKey,
     public_pem: String,
+    /// The log's own key, when pinned by configuration (else fetched from the log).
+    log_key: Option<VerifyingKey>,
 }
 
 impl std::fmt::Debug for TransparencyLog {
@@ -131,7 +133,33 @@ impl TransparencyLog {
     pub fn open(settings: &TransparencyLogSettings) -> Result<TransparencyLog, String> {
         let key = load_or_create_key(&settings.signing_key)
             .map_err(|e| format!("recording.transparency_log.signing_key: {e}"))?;
-        TransparencyLog::with_key(&settings.url, key, settings.timeout)
+        let log = TransparencyLog::with_key(&settings.url, key, settings.timeout)?;
+        match &settings.log_public_key {
+            None => Ok(log),
+            Some(path) => {
+                let pem = std::fs::read_to_string(path).map_err(|e| {
+                    format!(
+                        "recording.transparency_log.log_public_key: cannot read {}: {e}",
+                        path.display()
+                    )
+                })?;
+                log.with_log_key(&pem).map_err(|e| {
+                    format!(
+                        "recording.transparency_log.log_public_key: {}: {e}",
+                        path.display()
+                    )
+                })
+            }
+        }
+    }
+
+    /// Pins the log's own public key (PEM): entry timestamps are checked against it instead of
+    /// the key the log serves, so a log (or someone between) cannot swap keys unnoticed.
+    pub fn with_log_key(mut self, pem: &str) -> Result<TransparencyLog, String> {
+        let key = VerifyingKey::from_public_key_pem(pem.trim())
+            .map_err(|e| format!("not an ECDSA P-256 public key in PEM: {e}"))?;
+        self.log_key = Some(key);
+        Ok(self)
     }
 
     /// A log at `base` (without `/api/v1`) signing with `key`.
@@ -153,6 +181,7 @@ impl TransparencyLog {
             http,
             key,
             public_pem,
+            log_key: None,
         })
     }
 
@@ -351,7 +380,13 @@ impl TransparencyLog {
             .signed_entry_timestamp
             .as_deref()
             .ok_or_else(|| "the log returned no signed entry timestamp".to_string())?;
-        let log_key = self.log_key().await.map_err(|e| e.to_string())?;
+        let (log_key, which) = match &self.log_key {
+            Some(k) => (*k, "pinned log key"),
+            None => (
+                self.log_key().await.map_err(|e| e.to_string())?,
+                "log key as served by the log",
+            ),
+        };
         verify_set(&found, set, &log_key)?;
         let proof = verification
             .inclusion_proof
@@ -359,8 +394,8 @@ impl TransparencyLog {
             .ok_or_else(|| "the log returned no inclusion proof".to_string())?;
         verify_inclusion_proof(&body, proof)?;
         Ok(format!(
-            "entry {} (log index {}) records this hash, signed by this server; log signature and \
-             inclusion in a tree of {} entries verified",
+            "entry {} (log index {}) records this hash, signed by this server; log signature \
+             ({which}) and inclusion in a tree of {} entries verified",
             entry.uuid, found.log_index, proof.tree_size
         ))
     }
