@@ -169,11 +169,7 @@ async fn keystrokes_in_output_out_recorded_and_closed_at_end() {
         .await
         .unwrap();
     assert_eq!(st, 200);
-    let cast = alice
-        .get_text(&format!("/sessions/{id}/recording"))
-        .await
-        .unwrap();
-    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    let (_, events) = recording_of(&alice, &id).await;
     let output = output_of(&events);
     assert!(output.contains("hello-42"), "{output:?}");
     assert!(events
@@ -306,6 +302,20 @@ async fn end_and_wait(who: &ApiClient, id: &str) -> serde_json::Value {
         .unwrap();
     assert_eq!(st, 200, "{body}");
     who.wait_state(id, &["Ended"], T).await.unwrap()
+}
+
+/// The session's recording as served (the latest version while live, the row's once
+/// finished), and its events; it must parse as one asciicast.
+async fn recording_of(
+    who: &ApiClient,
+    id: &str,
+) -> (String, Vec<breakglass_shared::recording::Event>) {
+    let cast = who
+        .get_text(&format!("/sessions/{id}/recording"))
+        .await
+        .unwrap();
+    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    (cast, events)
 }
 
 /// The server's verification of the recording, asserted to pass.
@@ -654,11 +664,7 @@ async fn two_replicas_one_writer_per_recording() {
     let (code, reason) = closed_with(&mut ws).await;
     assert_eq!(code, close::SESSION_ENDED, "{reason}");
     via_other.wait_state(&id, &["Ended"], T).await.unwrap();
-    let cast = via_other
-        .get_text(&format!("/sessions/{id}/recording"))
-        .await
-        .unwrap();
-    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    let (_, events) = recording_of(&via_other, &id).await;
     assert!(output_of(&events).contains("one-25"));
     let ended = markers_of(&events)
         .iter()
@@ -687,11 +693,7 @@ async fn two_replicas_one_writer_per_recording() {
     let mut ws = open_when_free(survivor, &alice, &id).await;
     type_and_see(survivor, &mut ws, b"echo three-$((7*7))\r", "three-49").await;
     end_and_wait(&alice, &id).await;
-    let cast = alice
-        .get_text(&format!("/sessions/{id}/recording"))
-        .await
-        .unwrap();
-    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    let (_, events) = recording_of(&alice, &id).await;
     let out = output_of(&events);
     assert!(
         out.contains("two-36") && out.contains("three-49"),
@@ -778,11 +780,7 @@ async fn spool_full_ends_the_session_and_keeps_what_was_stored() {
     // The store comes back: what was stored before the failure is all there and verifies.
     std::fs::remove_file(&vdir).unwrap();
     std::fs::rename(&aside, &vdir).unwrap();
-    let cast = alice
-        .get_text(&format!("/sessions/{id}/recording"))
-        .await
-        .unwrap();
-    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    let (cast, events) = recording_of(&alice, &id).await;
     assert!(output_of(&events).contains("kept-16"), "{cast}");
     verified(&alice, &id).await;
 }
@@ -906,11 +904,7 @@ async fn terminate_closes_the_terminal_with_the_reason() {
     assert_eq!(code, close::SESSION_ENDED, "{reason}");
     assert!(reason.contains("Terminated"), "{reason}");
     alice.wait_state(&id, &["Ended"], T).await.unwrap();
-    let cast = alice
-        .get_text(&format!("/sessions/{id}/recording"))
-        .await
-        .unwrap();
-    let (_, events) = breakglass_shared::recording::parse(&cast).unwrap();
+    let (_, events) = recording_of(&alice, &id).await;
     assert!(output_of(&events).contains("still-64"));
     assert_eq!(markers_of(&events).last(), Some(&"ended: Terminated"));
     verified(&alice, &id).await;
