@@ -567,7 +567,7 @@ impl Clusters {
     pub async fn reconcile(&self, env: &str, live: &HashSet<Uuid>) -> Result<usize, ClusterError> {
         let client = self.client(env).await?;
         let all_rbs: Api<RoleBinding> = Api::all(client.clone());
-        let lp = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
+        let lp = ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
         let grants = all_rbs
             .list(&lp)
             .await

@@ -6,35 +6,19 @@ use std::collections::BTreeMap;
 use breakglass_shared::session::short_id;
 use breakglass_shared::{Session, Tier};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EphemeralContainer, Pod, PodSpec, SecurityContext,
+    Capabilities, Container, ContainerState, EnvVar, EphemeralContainer, Pod, PodSpec,
+    SecurityContext,
 };
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// Label on everything the server creates.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "tower-breakglass");
-/// Label naming the session on grants.
-pub const SESSION_LABEL: &str = "hangar.io/breakglass-session";
-/// Kyverno's TTL cleanup label (the backstop when the server is gone).
-pub const TTL_LABEL: &str = "cleanup.kyverno.io/ttl";
-/// Grant annotation: who asked.
-pub const REQUESTER_ANNOTATION: &str = "hangar.io/breakglass-requester";
-/// Grant annotation: how long.
-pub const TTL_ANNOTATION: &str = "hangar.io/breakglass-ttl";
-/// Grant annotation (Flight): who approved.
-pub const APPROVER_ANNOTATION: &str = "hangar.io/breakglass-approver";
-/// Grant annotation (Flight): glass broken instead.
-pub const GLASS_BROKEN_ANNOTATION: &str = "hangar.io/breakglass-glass-broken";
-/// Pod annotation allowing process access for one session.
-pub const PROCESS_ACCESS_ANNOTATION: &str = "hangar.io/breakglass-process-access";
-/// Label on copy pods.
-pub const COPY_LABEL: &str = "hangar.io/breakglass-copy";
-/// Env var on the debug container naming its session (the policies match it to the name).
-pub const SESSION_ENV: &str = "BREAKGLASS_SESSION";
-/// ClusterRole bound for live sessions.
-pub const LIVE_ROLE: &str = "tower-breakglass-debug-live";
-/// ClusterRole bound for copy sessions.
-pub const COPY_ROLE: &str = "tower-breakglass-debug-copy";
+// The contract names (labels, annotations, roles) are declared once, with the guardrails that
+// match them.
+pub use crate::guardrails::{
+    APPROVER_ANNOTATION, COPY_LABEL, COPY_ROLE, GLASS_BROKEN_ANNOTATION, LIVE_ROLE,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROCESS_ACCESS_ANNOTATION, REQUESTER_ANNOTATION,
+    SESSION_ENV, SESSION_LABEL, TTL_ANNOTATION, TTL_LABEL,
+};
 
 /// `breakglass-<short id>`.
 pub fn grant_name(s: &Session) -> String {
@@ -79,7 +63,7 @@ pub fn subject_for(username: &str) -> Subject {
 pub fn grant(s: &Session, server_username: &str) -> RoleBinding {
     let ttl = format!("{}m", s.duration_minutes);
     let mut labels = BTreeMap::from([
-        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+        (MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string()),
         (SESSION_LABEL.to_string(), s.id.to_string()),
         (TTL_LABEL.to_string(), ttl.clone()),
     ]);
@@ -200,7 +184,7 @@ pub fn copy_pod(s: &Session, original: &Pod, image: &str) -> Pod {
             }),
             labels: Some(BTreeMap::from([
                 (COPY_LABEL.to_string(), s.id.to_string()),
-                (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+                (MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string()),
                 (TTL_LABEL.to_string(), format!("{}m", s.duration_minutes)),
             ])),
             ..Default::default()
@@ -261,34 +245,26 @@ pub fn controller_uid(p: &Pod) -> Option<String> {
         .map(|o| o.uid.clone())
 }
 
-/// Whether container `name` (regular or ephemeral) runs.
-pub fn container_running(p: &Pod, name: &str) -> bool {
-    let Some(st) = p.status.as_ref() else {
-        return false;
-    };
+/// The state of container `name` (regular or ephemeral; names are unique in a pod).
+fn container_state<'a>(p: &'a Pod, name: &str) -> Option<&'a ContainerState> {
+    let st = p.status.as_ref()?;
     st.container_statuses
         .iter()
         .flatten()
         .chain(st.ephemeral_container_statuses.iter().flatten())
-        .any(|c| c.name == name && c.state.as_ref().and_then(|s| s.running.as_ref()).is_some())
+        .find(|c| c.name == name)?
+        .state
+        .as_ref()
+}
+
+/// Whether container `name` (regular or ephemeral) runs.
+pub fn container_running(p: &Pod, name: &str) -> bool {
+    container_state(p, name).is_some_and(|s| s.running.is_some())
 }
 
 /// Whether container `name` ended (terminated) — a debug shell that exited.
 pub fn container_terminated(p: &Pod, name: &str) -> bool {
-    let Some(st) = p.status.as_ref() else {
-        return false;
-    };
-    st.container_statuses
-        .iter()
-        .flatten()
-        .chain(st.ephemeral_container_statuses.iter().flatten())
-        .any(|c| {
-            c.name == name
-                && c.state
-                    .as_ref()
-                    .and_then(|s| s.terminated.as_ref())
-                    .is_some()
-        })
+    container_state(p, name).is_some_and(|s| s.terminated.is_some())
 }
 
 #[cfg(test)]
