@@ -201,8 +201,9 @@ impl Relays {
             format!("the recording store is unavailable, so no session can start: {e}")
         })?;
         if s.recording.is_some() {
+            let existing = self.latest(s.id).await?;
             let w = self
-                .resume(ctx, s, "server restarted during activation")
+                .resume(ctx, s, existing, "server restarted during activation")
                 .await?;
             self.keep(ctx, s.id, &w);
             writers.insert(s.id, w);
@@ -287,6 +288,13 @@ impl Relays {
         });
     }
 
+    /// The newest stored version of the recording of `id`.
+    async fn latest(&self, id: Uuid) -> Result<Vec<u8>, String> {
+        self.store.get(&recording_key(id), None).await.map_err(|e| {
+            format!("the recording of this session cannot be read, so it cannot continue: {e}")
+        })
+    }
+
     /// Continues the stored recording of `s` with a new writer (this server has none: it
     /// restarted, or another replica ran the session). The latest stored version must extend
     /// the version on the session row byte for byte, so a recording changed behind the
@@ -295,12 +303,10 @@ impl Relays {
         &self,
         ctx: &Arc<Context>,
         s: &Session,
+        existing: Vec<u8>,
         why: &str,
     ) -> Result<CastWriter, String> {
         let key = recording_key(s.id);
-        let existing = self.store.get(&key, None).await.map_err(|e| {
-            format!("the recording of this session cannot be read, so it cannot continue: {e}")
-        })?;
         if let Some(row) = &s.recording {
             let prefix = usize::try_from(row.bytes)
                 .ok()
@@ -341,7 +347,8 @@ impl Relays {
         if !self.claim(ctx, s.id).await? {
             return Err(self.held_elsewhere());
         }
-        let w = self.resume(ctx, s, "server restarted").await?;
+        let existing = self.latest(s.id).await?;
+        let w = self.resume(ctx, s, existing, "server restarted").await?;
         self.keep(ctx, s.id, &w);
         writers.insert(s.id, w.clone());
         Ok(w)
@@ -396,15 +403,15 @@ impl Relays {
             }
         }
         // The lease is ours: whoever wrote before has finished or is gone.
-        match self.store.get(&recording_key(id), None).await {
+        match self.latest(id).await {
             Ok(bytes) if crate::recording::ended_reason(&bytes).is_some() => {}
-            Ok(_) => {
+            Ok(bytes) => {
                 // Read the row again: the previous writer may have stored versions since `s`.
                 let current = match ctx.store.get(id).await {
                     Ok(Some(now)) => now,
                     _ => s.clone(),
                 };
-                match self.resume(ctx, &current, "server restarted").await {
+                match self.resume(ctx, &current, bytes, "server restarted").await {
                     Ok(w) => {
                         if let Err(e) = w.finish(reason).await {
                             tracing::warn!(%id, error = %e, "final recording version not stored; earlier versions are kept");
@@ -416,7 +423,7 @@ impl Relays {
                 }
             }
             Err(e) => {
-                tracing::warn!(%id, error = %e, "the recording could not be read to finish it; earlier versions are kept")
+                tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept")
             }
         }
         self.release(ctx, id).await;

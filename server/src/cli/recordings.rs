@@ -6,13 +6,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use breakglass_shared::session::{RecordingRef, RekorEntry};
 use uuid::Uuid;
 
 use crate::recording::{
-    least_privilege_policy, recording_key, verify, InitBucketOutcome, InitBucketReport, LocalStore,
-    RecordingStore, S3Config, S3Store, TransparencyLog,
+    least_privilege_policy, recording_key, verify, InitBucketOutcome, InitBucketReport,
+    RecordingConfig, RecordingStore, S3Config, S3Store, TransparencyLog,
 };
 
 /// `breakglass-server recordings ...`
@@ -155,55 +156,50 @@ pub fn init_bucket_text(report: &InitBucketReport, server_access_key: Option<&st
     out
 }
 
-/// The store and transparency log `verify-recording` reads: S3 when
-/// `TOWER_BREAKGLASS_MINIO_ENDPOINT` is set, else the local store of the configuration; the log
-/// of `[recording.transparency_log]`, whose signing key must already exist.
-fn open_verifier(
-    args: &VerifyRecordingArgs,
-) -> anyhow::Result<(Box<dyn RecordingStore>, Option<TransparencyLog>)> {
+/// The server's configuration as `verify-recording` sees it (`--config`, `--data-dir`,
+/// `--database-url` over the defaults the server itself uses).
+fn load_config(args: &VerifyRecordingArgs) -> anyhow::Result<crate::config::Config> {
     let serve = crate::config::ServeArgs {
         config: args.config.clone(),
         data_dir: Some(args.data_dir.clone()),
         database_url: args.database_url.clone(),
         ..Default::default()
     };
-    let config = crate::config::Config::load(&serve)?;
-    let store: Box<dyn RecordingStore> = match S3Config::from_env()? {
-        Some(c) => Box::new(S3Store::new(c)?),
-        None => Box::new(LocalStore::new(config.recording.local_dir.clone())),
-    };
-    let log = match &config.recording.transparency_log {
-        None => None,
-        Some(t) => {
-            if !t.signing_key.exists() {
-                anyhow::bail!(
-                    "the signing key {} named by recording.transparency_log.signing_key does not exist; \
-                     verification needs the server's key to recognise its entries",
-                    t.signing_key.display()
-                );
-            }
-            Some(TransparencyLog::open(t).map_err(anyhow::Error::msg)?)
+    Ok(crate::config::Config::load(&serve)?)
+}
+
+/// A recording store and the transparency log, if configured.
+type Verifier = (Arc<dyn RecordingStore>, Option<Arc<TransparencyLog>>);
+
+/// The store and transparency log the server itself would use; the log's signing key must
+/// already exist (a new one would recognise none of the server's entries).
+fn open_verifier(config: &crate::config::Config) -> anyhow::Result<Verifier> {
+    let recording = RecordingConfig::from_settings(&config.recording)?;
+    if let Some(t) = &recording.transparency_log {
+        if !t.signing_key.exists() {
+            anyhow::bail!(
+                "the signing key {} named by recording.transparency_log.signing_key does not exist; \
+                 verification needs the server's key to recognise its entries",
+                t.signing_key.display()
+            );
         }
-    };
-    Ok((store, log))
+    }
+    Ok((recording.open_store()?, recording.open_log()?))
 }
 
 /// The recording reference (and transparency-log entry) on the session row.
-async fn row_of(args: &VerifyRecordingArgs) -> anyhow::Result<(RecordingRef, Option<RekorEntry>)> {
-    let url = args
-        .database_url
-        .clone()
-        .unwrap_or_else(|| format!("sqlite://{}", args.data_dir.join("breakglass.db").display()));
-    let store = crate::store::connect(&url).await?;
+async fn row_of(
+    config: &crate::config::Config,
+    id: Uuid,
+) -> anyhow::Result<(RecordingRef, Option<RekorEntry>)> {
+    let url = &config.database_url;
+    let store = crate::store::connect(url).await?;
     let session = store
-        .get(args.session_id)
+        .get(id)
         .await?
-        .ok_or_else(|| anyhow::anyhow!("no session {} in {url}", args.session_id))?;
+        .ok_or_else(|| anyhow::anyhow!("no session {id} in {url}"))?;
     let recording = session.recording.ok_or_else(|| {
-        anyhow::anyhow!(
-            "session {} has no recording on its row (it never became active)",
-            args.session_id
-        )
+        anyhow::anyhow!("session {id} has no recording on its row (it never became active)")
     })?;
     Ok((recording, session.rekor))
 }
@@ -216,6 +212,13 @@ pub fn verify_main(args: VerifyRecordingArgs) -> ExitCode {
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
+    };
+    let config = match load_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
     };
     let (recording, rekor) = match (args.version.clone(), args.sha256.clone(), args.bytes) {
         (Some(version), Some(sha256), Some(bytes)) => (
@@ -230,7 +233,7 @@ pub fn verify_main(args: VerifyRecordingArgs) -> ExitCode {
             },
             None,
         ),
-        _ => match rt.block_on(row_of(&args)) {
+        _ => match rt.block_on(row_of(&config, args.session_id)) {
             Ok(found) => found,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -238,7 +241,7 @@ pub fn verify_main(args: VerifyRecordingArgs) -> ExitCode {
             }
         },
     };
-    let (store, log) = match open_verifier(&args) {
+    let (store, log) = match open_verifier(&config) {
         Ok(found) => found,
         Err(e) => {
             eprintln!("error: {e}");
@@ -247,7 +250,7 @@ pub fn verify_main(args: VerifyRecordingArgs) -> ExitCode {
     };
     let report = rt.block_on(verify(
         store.as_ref(),
-        log.as_ref(),
+        log.as_deref(),
         &recording,
         rekor.as_ref(),
     ));

@@ -27,11 +27,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use breakglass_shared::session::{Progress, RecordingRef};
+use breakglass_shared::session::RecordingRef;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::lifecycle::ProgressSink;
 
 pub use local::LocalStore;
 pub use rekor::{load_or_create_key, LogError, TransparencyLog};
@@ -187,21 +186,6 @@ pub trait RecordingStore: Send + Sync + 'static {
     fn describe(&self) -> String;
 }
 
-/// An [`OnStored`] that puts each stored version on the session row through the lifecycle's
-/// [`ProgressSink`] (`Progress::RecordingStored`), so the row always names the newest version.
-/// A refusal (for example a session that can no longer change) is logged, not retried.
-pub struct RecordToRow(pub Arc<dyn ProgressSink>);
-
-#[async_trait]
-impl OnStored for RecordToRow {
-    async fn stored(&self, version: RecordingRef) {
-        let key = version.key.clone();
-        if let Err(e) = self.0.record(Progress::RecordingStored(version)).await {
-            tracing::warn!(%key, error = ?e.body.message, "could not put a recording version on the session row");
-        }
-    }
-}
-
 /// Which store to use.
 #[derive(Debug, Clone)]
 pub enum Backend {
@@ -224,31 +208,24 @@ pub struct RecordingConfig {
 }
 
 impl RecordingConfig {
-    /// The S3 store when `TOWER_BREAKGLASS_MINIO_ENDPOINT` is set (see [`S3Config::from_env`]),
-    /// else a [`LocalStore`] in `local_dir`; default writer settings.
-    pub fn from_env(local_dir: impl Into<PathBuf>) -> Result<RecordingConfig, StoreError> {
-        let backend = match S3Config::from_env()? {
-            Some(s3) => Backend::S3(s3),
-            None => Backend::Local(local_dir.into()),
-        };
-        Ok(RecordingConfig {
-            backend,
-            writer: WriterConfig::default(),
-            transparency_log: None,
-        })
-    }
-
-    /// The server's `[recording]` section over the `TOWER_BREAKGLASS_MINIO_*` variables.
+    /// The server's `[recording]` section over the `TOWER_BREAKGLASS_MINIO_*` variables: the S3
+    /// store when `TOWER_BREAKGLASS_MINIO_ENDPOINT` is set (see [`S3Config::from_env`]), else a
+    /// [`LocalStore`] in `local_dir`.
     pub fn from_settings(
         settings: &crate::config::RecordingSettings,
     ) -> Result<RecordingConfig, StoreError> {
-        let mut c = RecordingConfig::from_env(&settings.local_dir)?;
-        if let Backend::S3(s3) = &mut c.backend {
-            s3.retention = settings.retention;
-        }
-        c.writer = settings.writer.clone();
-        c.transparency_log = settings.transparency_log.clone();
-        Ok(c)
+        let backend = match S3Config::from_env()? {
+            Some(s3) => Backend::S3(S3Config {
+                retention: settings.retention,
+                ..s3
+            }),
+            None => Backend::Local(settings.local_dir.clone()),
+        };
+        Ok(RecordingConfig {
+            backend,
+            writer: settings.writer.clone(),
+            transparency_log: settings.transparency_log.clone(),
+        })
     }
 
     /// Opens the configured store (does not call [`RecordingStore::check`]).
