@@ -74,13 +74,8 @@ pub async fn anchor_late(
 ) -> Result<Session, ApiError> {
     commit(ctx, id, |s, now| {
         let next = s.anchor_late(entry)?;
-        let draft = EventDraft {
-            actor: breakglass_shared::Actor::System.name().to_string(),
-            kind: "progress".into(),
-            detail: serde_json::to_string(&Progress::Anchored(entry.clone())).ok(),
-            at: now,
-        };
-        Ok((next, draft, "progress"))
+        let event = SessionEvent::Progress(Progress::Anchored(entry.clone()));
+        Ok((next, draft_for(&event, now), "progress"))
     })
     .await
 }

@@ -31,7 +31,6 @@ use breakglass_shared::session::RecordingRef;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-
 pub use local::LocalStore;
 pub use rekor::{load_or_create_key, LogError, TransparencyLog};
 pub use s3::{
