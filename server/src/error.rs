@@ -121,6 +121,20 @@ impl From<ReviewError> for ApiError {
     }
 }
 
+impl From<crate::lifecycle::Error> for ApiError {
+    fn from(e: crate::lifecycle::Error) -> Self {
+        use crate::lifecycle::Error;
+        match e {
+            Error::NotFound(id) => ApiError::not_found(format!("no session {id}")),
+            Error::Transition(e) => e.into(),
+            Error::Review(e) => e.into(),
+            Error::Conflict(state) => ApiError::conflict(state),
+            Error::Store(e) => e.into(),
+            Error::Cluster(e) => ApiError::new(ErrorCode::Unavailable, e.to_string()),
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {

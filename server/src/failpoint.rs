@@ -5,42 +5,97 @@
 
 use breakglass_shared::session::Progress;
 
+use crate::ports::CleanupStep;
+
 /// Environment variable naming the step to die after.
 pub const ENV: &str = "BREAKGLASS_FAILPOINT";
 
 /// Exit code of a process killed by a failpoint.
 pub const EXIT_CODE: i32 = 86;
 
-/// Dies if `step` is the configured failpoint.
-pub fn hit(step: &str) {
-    if std::env::var(ENV).is_ok_and(|v| v == step) {
-        eprintln!("failpoint {step}: exiting");
-        std::process::exit(EXIT_CODE);
+/// A step a test can kill the server after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failpoint {
+    /// The session is `Activating`.
+    Activating,
+    /// The grant is on the row.
+    Grant,
+    /// The process-access annotation is on the row.
+    Annotate,
+    /// The debug container (or copy pod) is on the row.
+    Container,
+    /// The debug container runs, before `Active` is stored.
+    Running,
+    /// A recording version is on the row.
+    Recording,
+    /// The final hash's log entry is on the row.
+    Anchored,
+    /// The session is `Ending`, before any cleanup.
+    Ending,
+    /// The copy pod's deletion is on the row.
+    CopyDeleted,
+    /// The pod's recycling is on the row.
+    PodRecycled,
+    /// The decision to keep the pod is on the row.
+    PodKept,
+    /// The annotation's removal is on the row.
+    AnnotationRemoved,
+    /// The grant's deletion is on the row.
+    GrantDeleted,
+}
+
+impl Failpoint {
+    /// The name `BREAKGLASS_FAILPOINT` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Failpoint::Activating => "activating",
+            Failpoint::Grant => "grant",
+            Failpoint::Annotate => "annotate",
+            Failpoint::Container => "container",
+            Failpoint::Running => "running",
+            Failpoint::Recording => "recording",
+            Failpoint::Anchored => "anchored",
+            Failpoint::Ending => "ending",
+            Failpoint::CopyDeleted => "copy-deleted",
+            Failpoint::PodRecycled => "pod-recycled",
+            Failpoint::PodKept => "pod-kept",
+            Failpoint::AnnotationRemoved => "annotation-removed",
+            Failpoint::GrantDeleted => "grant-deleted",
+        }
+    }
+
+    /// The failpoint after a recorded activation or recording step; `None` for cleanup steps,
+    /// which are named by [`Failpoint::after_cleanup`].
+    pub fn after_progress(p: &Progress) -> Option<Failpoint> {
+        match p {
+            Progress::GrantCreated { .. } => Some(Failpoint::Grant),
+            Progress::ProcessAccessAnnotated => Some(Failpoint::Annotate),
+            Progress::DebugContainerAdded { .. } | Progress::CopyPodCreated { .. } => {
+                Some(Failpoint::Container)
+            }
+            Progress::RecordingStored(_) => Some(Failpoint::Recording),
+            Progress::Anchored(_) => Some(Failpoint::Anchored),
+            Progress::CleanupStep { .. } => None,
+        }
+    }
+
+    /// The failpoint after a recorded cleanup step.
+    pub fn after_cleanup(step: &CleanupStep) -> Failpoint {
+        match step {
+            CleanupStep::CopyDeleted { .. } => Failpoint::CopyDeleted,
+            CleanupStep::PodRecycled { .. } => Failpoint::PodRecycled,
+            CleanupStep::PodKept { .. } => Failpoint::PodKept,
+            CleanupStep::AnnotationRemoved => Failpoint::AnnotationRemoved,
+            CleanupStep::GrantDeleted { .. } => Failpoint::GrantDeleted,
+        }
     }
 }
 
-/// The failpoint name of a recorded step.
-pub fn name_of(p: &Progress) -> &'static str {
-    match p {
-        Progress::GrantCreated { .. } => "grant",
-        Progress::ProcessAccessAnnotated => "annotate",
-        Progress::DebugContainerAdded { .. } | Progress::CopyPodCreated { .. } => "container",
-        Progress::RecordingStored(_) => "recording",
-        Progress::Anchored(_) => "anchored",
-        Progress::CleanupStep { detail } => {
-            if detail.starts_with("deleted copy pod") {
-                "copy-deleted"
-            } else if detail.starts_with("recycled pod") {
-                "pod-recycled"
-            } else if detail.starts_with("kept pod") {
-                "pod-kept"
-            } else if detail.starts_with("removed the process-access") {
-                "annotation-removed"
-            } else if detail.starts_with("deleted grant") {
-                "grant-deleted"
-            } else {
-                "cleanup"
-            }
-        }
+/// Dies if `point` is the configured failpoint.
+pub fn hit(point: Failpoint) {
+    let name = point.name();
+    if std::env::var(ENV).is_ok_and(|v| v == name) {
+        eprintln!("failpoint {name}: exiting");
+        std::process::exit(EXIT_CODE);
     }
 }

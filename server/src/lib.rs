@@ -1,15 +1,20 @@
-//! The break-glass server: REST API, live events, storage, sweep, and (in later modules) the
-//! cluster driver, terminal relay and recording.
+//! The break-glass server: REST API, live events, storage, the lifecycle and its ports (the
+//! cluster driver, the recorder, the terminal relay), the sweep and the CLI. `ARCHITECTURE.md`
+//! at the repository root maps the floors and the two data paths.
 
 pub mod auth;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod connections;
 pub mod error;
 pub mod failpoint;
 pub mod guardrails;
 pub mod http;
 pub mod lifecycle;
+pub mod metrics;
+pub mod ports;
+pub mod recorder;
 pub mod recording;
 pub mod relay;
 pub mod state;
@@ -25,11 +30,8 @@ use crate::state::{AppState, Context};
 
 /// Starts the server with `config` and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    let driver = cluster::Clusters::from_config(&config);
-    let ops = driver
-        .clone()
-        .map(|c| c as std::sync::Arc<dyn lifecycle::ClusterOps>);
-    let ctx = Context::with_driver(config, ops, driver).await?;
+    let clusters = cluster::Clusters::from_config(&config);
+    let ctx = Context::with_clusters(config, clusters).await?;
     serve(ctx).await
 }
 

@@ -1,4 +1,6 @@
-//! The shared context every handler and task gets, as `Arc`.
+//! The shared context every handler and task gets, as `Arc`. It only composes: it builds
+//! the store, the recorder, the connections, the relay and the lifecycle (which owns its
+//! ports), and hands them out.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -6,85 +8,23 @@ use std::sync::Arc;
 use axum::extract::FromRef;
 use axum_extra::extract::cookie::Key;
 use breakglass_shared::api::SessionChange;
-use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 use tokio::sync::broadcast;
 
+use crate::cluster::Clusters;
 use crate::config::Config;
-use crate::lifecycle::ClusterOps;
+use crate::connections::Connections;
+use crate::lifecycle::{Lifecycle, Ports};
+pub use crate::metrics::Metrics;
+use crate::ports::ClusterOps;
+use crate::recorder::{Recorder, RecorderParts};
+use crate::relay::Relay;
 use crate::store::Store;
-
-/// Prometheus metrics of one server.
-#[derive(Clone)]
-pub struct Metrics {
-    /// Registry served at `/metrics`.
-    pub registry: Registry,
-    /// HTTP requests by method, surface (api, ops, frontend) and status.
-    pub requests: IntCounterVec,
-    /// Session transitions by event kind.
-    pub transitions: IntCounterVec,
-    /// Open SSE streams.
-    pub sse_open: IntGauge,
-    /// Sweep actions by kind.
-    pub sweep_actions: IntCounterVec,
-    /// 1 while this replica holds the sweep lease.
-    pub sweep_leader: IntGauge,
-    /// Attempts to anchor a final recording hash, by outcome (anchored, failed).
-    pub anchors: IntCounterVec,
-}
-
-impl Metrics {
-    fn new() -> Result<Metrics, prometheus::Error> {
-        let registry = Registry::new();
-        let requests = IntCounterVec::new(
-            Opts::new("breakglass_http_requests_total", "HTTP requests served"),
-            &["method", "surface", "status"],
-        )?;
-        let transitions = IntCounterVec::new(
-            Opts::new(
-                "breakglass_transitions_total",
-                "Session state changes applied",
-            ),
-            &["kind"],
-        )?;
-        let sse_open = IntGauge::new("breakglass_sse_streams_open", "Open event streams")?;
-        let sweep_actions = IntCounterVec::new(
-            Opts::new(
-                "breakglass_sweep_actions_total",
-                "Actions taken by the sweep",
-            ),
-            &["action"],
-        )?;
-        let sweep_leader = IntGauge::new("breakglass_sweep_leader", "1 while this replica sweeps")?;
-        registry.register(Box::new(sweep_leader.clone()))?;
-        registry.register(Box::new(requests.clone()))?;
-        registry.register(Box::new(transitions.clone()))?;
-        registry.register(Box::new(sse_open.clone()))?;
-        registry.register(Box::new(sweep_actions.clone()))?;
-        let anchors = IntCounterVec::new(
-            Opts::new(
-                "breakglass_recording_anchors_total",
-                "Final recording hashes submitted to the transparency log, by outcome",
-            ),
-            &["outcome"],
-        )?;
-        registry.register(Box::new(anchors.clone()))?;
-        Ok(Metrics {
-            anchors,
-            registry,
-            requests,
-            transitions,
-            sse_open,
-            sweep_actions,
-            sweep_leader,
-        })
-    }
-}
 
 /// Everything a request or task needs.
 pub struct Context {
     /// Resolved configuration.
     pub config: Config,
-    /// Session storage.
+    /// Session storage (reads; every write goes through [`Context::lifecycle`]).
     pub store: Arc<dyn Store>,
     /// Live session changes for the SSE streams.
     pub changes: broadcast::Sender<SessionChange>,
@@ -92,13 +32,15 @@ pub struct Context {
     pub metrics: Metrics,
     /// Cookie signing key.
     pub key: Key,
-    /// Cluster activation and cleanup; `None` until a cluster driver is configured, in which
-    /// case approved sessions wait in `Approved`.
-    pub clusters: Option<Arc<dyn ClusterOps>>,
-    /// Terminal relays and recordings.
-    pub relays: Option<Arc<crate::relay::Relays>>,
-    /// The concrete cluster driver (listings and guardrail reports), when configured.
-    pub cluster_driver: Option<Arc<crate::cluster::Clusters>>,
+    /// The one place sessions change.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Session recordings (the stored casts, verification, anchoring).
+    pub recorder: Arc<Recorder>,
+    /// The terminal relay.
+    pub relay: Relay,
+    /// The cluster driver, for listings and guardrail reports; `None` when no environment
+    /// has a cluster (the lifecycle holds it as its port too).
+    pub clusters: Option<Arc<Clusters>>,
 }
 
 /// Axum state: a cheap handle on the [`Context`].
@@ -141,19 +83,28 @@ pub enum StartError {
 }
 
 impl Context {
-    /// Opens the store and builds the context.
+    /// Opens the store and builds the context over the cluster port `cluster` (tests pass
+    /// their own, or `None`); the cluster listings are off.
     pub async fn new(
         config: Config,
-        clusters: Option<Arc<dyn ClusterOps>>,
+        cluster: Option<Arc<dyn ClusterOps>>,
     ) -> Result<Arc<Context>, StartError> {
-        Context::with_driver(config, clusters, None).await
+        Context::build(config, cluster, None).await
     }
 
-    /// Like [`Context::new`], with the concrete cluster driver for listings and reports.
-    pub async fn with_driver(
+    /// The context over the configured clusters (when any has credentials).
+    pub async fn with_clusters(
         config: Config,
-        clusters: Option<Arc<dyn ClusterOps>>,
-        cluster_driver: Option<Arc<crate::cluster::Clusters>>,
+        clusters: Option<Arc<Clusters>>,
+    ) -> Result<Arc<Context>, StartError> {
+        let port = clusters.clone().map(|c| c as Arc<dyn ClusterOps>);
+        Context::build(config, port, clusters).await
+    }
+
+    async fn build(
+        config: Config,
+        cluster: Option<Arc<dyn ClusterOps>>,
+        clusters: Option<Arc<Clusters>>,
     ) -> Result<Arc<Context>, StartError> {
         let store = crate::store::connect(&config.database_url).await?;
         let key = match &config.session_secret {
@@ -161,17 +112,45 @@ impl Context {
             Some(s) => Key::from(s.as_bytes()),
             None => load_or_create_key(&config.data_dir)?,
         };
+        let metrics = Metrics::new()?;
+        let changes = broadcast::channel(1024).0;
+        let connections = Arc::new(Connections::default());
         let recording = crate::recording::RecordingConfig::from_settings(&config.recording)
             .map_err(StartError::Recording)?;
-        let relays = crate::relay::Relays::new(recording).map_err(StartError::Recording)?;
+        let (recorder, recorder_events) = Recorder::new(RecorderParts {
+            config: recording,
+            db: store.clone(),
+            connections: connections.clone(),
+            changes: changes.clone(),
+            anchors: metrics.anchors.clone(),
+        })
+        .map_err(StartError::Recording)?;
+        let lifecycle = Lifecycle::new(
+            Ports {
+                store: store.clone(),
+                changes: changes.clone(),
+                transitions: metrics.transitions.clone(),
+                cluster: cluster.clone(),
+                recorder: recorder.clone(),
+                terminals: connections.clone(),
+            },
+            recorder_events,
+        );
+        let relay = Relay {
+            store: store.clone(),
+            recorder: recorder.clone(),
+            cluster,
+            connections,
+        };
         Ok(Arc::new(Context {
-            relays: Some(Arc::new(relays)),
-            cluster_driver,
-            changes: broadcast::channel(1024).0,
-            metrics: Metrics::new()?,
             config,
             store,
+            changes,
+            metrics,
             key,
+            lifecycle,
+            recorder,
+            relay,
             clusters,
         }))
     }

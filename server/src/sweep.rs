@@ -9,8 +9,7 @@ use breakglass_shared::{EndReason, Session, SessionEvent, SessionState};
 use time::OffsetDateTime;
 use tracing::Instrument;
 
-use crate::error::ApiError;
-use crate::lifecycle;
+use crate::lifecycle::Error;
 use crate::state::Context;
 use crate::store::ListFilter;
 
@@ -37,7 +36,7 @@ pub struct SweepReport {
 /// Name of the sweep's lease.
 pub const LEASE: &str = "sweep";
 
-async fn in_state(ctx: &Arc<Context>, state: SessionState) -> Result<Vec<Session>, ApiError> {
+async fn in_state(ctx: &Arc<Context>, state: SessionState) -> Result<Vec<Session>, Error> {
     Ok(ctx
         .store
         .list(&ListFilter {
@@ -56,10 +55,11 @@ const ANCHOR_RETRY_WINDOW: time::Duration = time::Duration::days(7);
 
 /// Recently ended sessions whose final hash the log could not take at the end: anchored now,
 /// a few per pass, stopping at the first failure (the log is still unreachable).
-async fn anchor_ended(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<usize, ApiError> {
-    let Some(relays) = ctx.relays.clone().filter(|r| r.log().is_some()) else {
+async fn anchor_ended(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<usize, Error> {
+    let recorder = ctx.lifecycle.recorder();
+    if !recorder.anchors() {
         return Ok(0);
-    };
+    }
     let mut anchored = 0;
     let pending = in_state(ctx, SessionState::Ended)
         .await?
@@ -71,7 +71,12 @@ async fn anchor_ended(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<usize, 
         })
         .take(ANCHORS_PER_PASS);
     for s in pending {
-        if !relays.anchor_ended(ctx, &s).await {
+        // One try each; the first failure means the log is still unreachable.
+        let Some(entry) = recorder.anchor(&s, 1).await else {
+            break;
+        };
+        if let Err(e) = ctx.lifecycle.anchor_late(s.id, &entry).await {
+            tracing::warn!(id = %s.id, error = %e, "log entry not put on the row");
             break;
         }
         ctx.metrics
@@ -84,11 +89,13 @@ async fn anchor_ended(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<usize, 
 }
 
 /// One pass at `now`.
-pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<SweepReport, ApiError> {
+pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<SweepReport, Error> {
     let mut report = SweepReport::default();
     for s in in_state(ctx, SessionState::PendingApproval).await? {
         if s.created_at + ctx.config.approval_expiry <= now
-            && lifecycle::apply(ctx, s.id, |_| Ok(SessionEvent::Expire))
+            && ctx
+                .lifecycle
+                .apply_event(s.id, SessionEvent::Expire)
                 .await
                 .is_ok()
         {
@@ -101,13 +108,16 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
     }
     for s in in_state(ctx, SessionState::Active).await? {
         if s.expires_at.is_some_and(|t| t <= now)
-            && lifecycle::apply(ctx, s.id, |_| {
-                Ok(SessionEvent::SystemEnd {
-                    reason: EndReason::TtlExpired,
-                })
-            })
-            .await
-            .is_ok()
+            && ctx
+                .lifecycle
+                .apply_event(
+                    s.id,
+                    SessionEvent::SystemEnd {
+                        reason: EndReason::TtlExpired,
+                    },
+                )
+                .await
+                .is_ok()
         {
             ctx.metrics
                 .sweep_actions
@@ -116,19 +126,22 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
             report.ttl_ended += 1;
         }
     }
-    if let Some(c) = &ctx.clusters {
-        for s in in_state(ctx, SessionState::Active).await? {
-            if !c.serves(&s.environment) {
-                continue;
-            }
+    for s in in_state(ctx, SessionState::Active).await? {
+        let Some(c) = ctx.lifecycle.cluster_for(&s.environment) else {
+            continue;
+        };
+        {
             match c.pod_gone(&s).await {
                 Ok(true) => {
-                    let ended = lifecycle::apply(ctx, s.id, |_| {
-                        Ok(SessionEvent::SystemEnd {
-                            reason: EndReason::PodGone,
-                        })
-                    })
-                    .await;
+                    let ended = ctx
+                        .lifecycle
+                        .apply_event(
+                            s.id,
+                            SessionEvent::SystemEnd {
+                                reason: EndReason::PodGone,
+                            },
+                        )
+                        .await;
                     if ended.is_ok() {
                         ctx.metrics
                             .sweep_actions
@@ -149,14 +162,11 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
         SessionState::Ending,
     ] {
         for s in in_state(ctx, state).await? {
-            let serves = ctx
-                .clusters
-                .as_ref()
-                .is_some_and(|c| c.serves(&s.environment));
+            let serves = ctx.lifecycle.cluster_for(&s.environment).is_some();
             if !serves && state != SessionState::Ending {
                 continue;
             }
-            match lifecycle::drive(ctx, s.id).await {
+            match ctx.lifecycle.drive(s.id).await {
                 Ok(after) if after.state != state => {
                     ctx.metrics
                         .sweep_actions
@@ -166,7 +176,7 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(id = %s.id, error = %e.body.message, "sweep could not move the session on")
+                    tracing::warn!(id = %s.id, error = %e, "sweep could not move the session on")
                 }
             }
         }
@@ -177,8 +187,10 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
 }
 
 /// Removes cluster objects of sessions that are no longer live (crash leftovers).
-async fn reconcile(ctx: &Arc<Context>) -> Result<usize, ApiError> {
-    let Some(c) = &ctx.clusters else { return Ok(0) };
+async fn reconcile(ctx: &Arc<Context>) -> Result<usize, Error> {
+    if !ctx.lifecycle.has_cluster() {
+        return Ok(0);
+    }
     // Every session that may own cluster objects now or soon. Read before the cluster is
     // listed; the driver skips objects too young to judge, so a session created meanwhile is
     // never mistaken for an orphan.
@@ -204,9 +216,9 @@ async fn reconcile(ctx: &Arc<Context>) -> Result<usize, ApiError> {
     }
     let mut removed = 0;
     for env in &ctx.config.environments {
-        if !c.serves(&env.name) {
+        let Some(c) = ctx.lifecycle.cluster_for(&env.name) else {
             continue;
-        }
+        };
         match c.reconcile(&env.name, &live).await {
             Ok(n) => {
                 if n > 0 {
@@ -248,7 +260,7 @@ pub async fn run(ctx: Arc<Context>) {
         }
         let pass = sweep_once(&ctx, now).instrument(tracing::debug_span!("sweep"));
         if let Err(e) = pass.await {
-            tracing::warn!(error = %e.body.message, "sweep pass failed");
+            tracing::warn!(error = %e, "sweep pass failed");
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use breakglass_shared::session::short_id;
-use breakglass_shared::{Session, Tier};
+use breakglass_shared::{Mode, Session, Tier};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerState, EnvVar, EphemeralContainer, Pod, PodSpec,
     SecurityContext,
@@ -255,6 +255,37 @@ fn container_state<'a>(p: &'a Pod, name: &str) -> Option<&'a ContainerState> {
         .find(|c| c.name == name)?
         .state
         .as_ref()
+}
+
+/// The pod the debug container lives in: the debugged pod (live) or its copy (copy).
+pub fn debug_pod_name(s: &Session) -> String {
+    match s.mode {
+        Mode::Live => s.pod.clone(),
+        Mode::Copy => s.copy_pod.clone().unwrap_or_else(|| copy_pod_name(s)),
+    }
+}
+
+/// Whether `pod` has an ephemeral container called `name`.
+pub fn has_ephemeral(pod: &Pod, name: &str) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|sp| sp.ephemeral_containers.as_ref())
+        .is_some_and(|v| v.iter().any(|c| c.name == name))
+}
+
+/// Whether `pod` carries the process-access annotation of session `id`.
+pub fn annotated_for(pod: &Pod, id: uuid::Uuid) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROCESS_ACCESS_ANNOTATION))
+        .is_some_and(|v| *v == id.to_string())
+}
+
+/// The merge patch that sets (`Some(session id)`) or removes (`None`) the process-access
+/// annotation.
+pub fn process_access_patch(value: Option<&str>) -> serde_json::Value {
+    serde_json::json!({"metadata": {"annotations": {PROCESS_ACCESS_ANNOTATION: value}}})
 }
 
 /// Whether container `name` (regular or ephemeral) runs.

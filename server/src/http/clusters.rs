@@ -33,7 +33,7 @@ fn environment<'a>(
 
 fn clusters(state: &AppState, env: &Environment) -> Result<Arc<Clusters>, ApiError> {
     state
-        .cluster_driver
+        .clusters
         .clone()
         .filter(|c| env.cluster.is_some() && c.has(&env.name))
         // A configuration fact, not an outage: a 4xx whose message reaches the user (5xx

@@ -59,10 +59,7 @@ pub async fn recording(
     ApiQuery(q): ApiQuery<RecordingQuery>,
 ) -> Result<Response, ApiError> {
     let s = readable(&state, &user, id).await?;
-    let relays = state
-        .relays
-        .clone()
-        .ok_or_else(|| ApiError::not_found("no recording store is configured"))?;
+    let recorder = &state.recorder;
     let live = !s.state.is_final();
     let version = if live {
         None
@@ -76,7 +73,7 @@ pub async fn recording(
         .recording
         .as_ref()
         .map_or_else(|| recording_key(id), |r| r.key.clone());
-    let bytes = relays
+    let bytes = recorder
         .store()
         .get(&key, version.as_deref().filter(|v| !v.is_empty()))
         .await
@@ -105,17 +102,18 @@ pub async fn verify(
     SessionId(id): SessionId,
 ) -> Result<Json<VerifyResult>, ApiError> {
     let s = readable(&state, &user, id).await?;
-    let relays = state
-        .relays
-        .clone()
-        .ok_or_else(|| ApiError::not_found("no recording store is configured"))?;
+    let recorder = &state.recorder;
     let rec = s
         .recording
         .as_ref()
         .ok_or_else(|| ApiError::not_found("nothing was recorded for this session"))?;
-    let report =
-        crate::recording::verify(relays.store().as_ref(), relays.log(), rec, s.rekor.as_ref())
-            .await;
+    let report = crate::recording::verify(
+        recorder.store().as_ref(),
+        recorder.log(),
+        rec,
+        s.rekor.as_ref(),
+    )
+    .await;
     Ok(Json(VerifyResult {
         ok: report.ok(),
         checks: report

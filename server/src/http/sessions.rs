@@ -18,7 +18,7 @@ use uuid::Uuid;
 use crate::auth::CurrentUser;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, ApiQuery, SessionId};
-use crate::lifecycle;
+use crate::lifecycle::Commit;
 use crate::state::AppState;
 use crate::store::{EventDraft, ListFilter};
 
@@ -89,7 +89,10 @@ pub async fn create(
         recycle: req.recycle,
         requester: user.name.clone(),
     };
-    let s = lifecycle::create(&state.0, new, OffsetDateTime::now_utc()).await?;
+    let s = state
+        .lifecycle
+        .create(new, OffsetDateTime::now_utc())
+        .await?;
     Ok((StatusCode::CREATED, Json(s)))
 }
 
@@ -226,7 +229,10 @@ async fn transition(
     let s = visible(state, user, id).await?;
     let perms = user.permissions(state, &s.environment);
     let a = actor(user, perms);
-    let next = lifecycle::apply(&state.0, id, |_| Ok(make(a.clone()))).await?;
+    let next = state
+        .lifecycle
+        .apply(id, |_| Ok::<_, ApiError>(make(a.clone())))
+        .await?;
     Ok(Json(next))
 }
 
@@ -326,16 +332,18 @@ pub async fn review(
     let s = visible(&state, &user, id).await?;
     let perms = user.permissions(&state, &s.environment);
     let notes = req.notes.trim().to_string();
-    let next = lifecycle::commit(&state.0, id, |s, now| {
-        let next = s.review(&user.name, &perms, req.verdict, &notes, now)?;
-        let draft = EventDraft {
-            actor: user.name.clone(),
-            kind: "review".into(),
-            detail: Some(format!("{}: {}", req.verdict.as_str(), notes)),
-            at: now,
-        };
-        Ok((next, draft, "review"))
-    })
-    .await?;
+    let next = state
+        .lifecycle
+        .commit(id, |s, now| {
+            let next = s.review(&user.name, &perms, req.verdict, &notes, now)?;
+            let draft = EventDraft {
+                actor: user.name.clone(),
+                kind: "review".into(),
+                detail: Some(format!("{}: {}", req.verdict.as_str(), notes)),
+                at: now,
+            };
+            Ok::<_, ApiError>((next, draft, Commit::Review))
+        })
+        .await?;
     Ok(Json(next))
 }

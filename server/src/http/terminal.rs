@@ -24,5 +24,5 @@ pub async fn terminal(
     let ctx = state.0.clone();
     Ok(ws
         .max_message_size(breakglass_shared::terminal::MAX_FRAME * 2)
-        .on_upgrade(move |socket| crate::relay::serve(ctx, socket, id, user.name)))
+        .on_upgrade(move |socket| async move { ctx.relay.serve(socket, id, user.name).await }))
 }

@@ -1,0 +1,124 @@
+//! [`Commit`]: what kind of change a commit applied, typed, so the effects that follow a
+//! commit (spawning a drive, metrics, the live stream's `kind`) match on a value instead of on
+//! strings.
+
+use breakglass_shared::SessionEvent;
+
+/// The kind of a committed change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// A new request was stored.
+    Create,
+    /// A second person approved.
+    Approve,
+    /// A second person refused.
+    Deny,
+    /// An admin broke the glass.
+    BreakGlass,
+    /// The requester ended (or withdrew) it.
+    End,
+    /// An admin terminated it.
+    Terminate,
+    /// The server ended it.
+    SystemEnd,
+    /// Approval did not come in time.
+    Expire,
+    /// Activation began.
+    BeginActivation,
+    /// The debug container runs.
+    Activated,
+    /// Activation failed.
+    ActivationFailed,
+    /// Cleanup finished.
+    CleanupDone,
+    /// A step was recorded; the state stays.
+    Progress,
+    /// A review was recorded.
+    Review,
+}
+
+impl Commit {
+    /// The kind of the change `event` makes.
+    pub fn of(event: &SessionEvent) -> Commit {
+        match event {
+            SessionEvent::Approve { .. } => Commit::Approve,
+            SessionEvent::Deny { .. } => Commit::Deny,
+            SessionEvent::BreakGlass { .. } => Commit::BreakGlass,
+            SessionEvent::End { .. } => Commit::End,
+            SessionEvent::Terminate { .. } => Commit::Terminate,
+            SessionEvent::SystemEnd { .. } => Commit::SystemEnd,
+            SessionEvent::Expire => Commit::Expire,
+            SessionEvent::BeginActivation => Commit::BeginActivation,
+            SessionEvent::Activated => Commit::Activated,
+            SessionEvent::ActivationFailed { .. } => Commit::ActivationFailed,
+            SessionEvent::CleanupDone => Commit::CleanupDone,
+            SessionEvent::Progress(_) => Commit::Progress,
+        }
+    }
+
+    /// The stable name used in metrics, the events table and the live stream (the same as
+    /// [`SessionEvent::kind`] for event changes).
+    pub fn label(self) -> &'static str {
+        match self {
+            Commit::Create => "create",
+            Commit::Approve => "approve",
+            Commit::Deny => "deny",
+            Commit::BreakGlass => "break_glass",
+            Commit::End => "end",
+            Commit::Terminate => "terminate",
+            Commit::SystemEnd => "system_end",
+            Commit::Expire => "expire",
+            Commit::BeginActivation => "begin_activation",
+            Commit::Activated => "activated",
+            Commit::ActivationFailed => "activation_failed",
+            Commit::CleanupDone => "cleanup_done",
+            Commit::Progress => "progress",
+            Commit::Review => "review",
+        }
+    }
+
+    /// Whether the change may leave a session `Approved` with activation owed by this server.
+    pub fn hands_over(self) -> bool {
+        matches!(self, Commit::Create | Commit::Approve | Commit::BreakGlass)
+    }
+
+    /// Whether the change may leave a session `Ending` with cleanup owed by this server.
+    pub fn ends(self) -> bool {
+        matches!(self, Commit::End | Commit::Terminate | Commit::SystemEnd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use breakglass_shared::session::Progress;
+    use breakglass_shared::{Actor, EndReason};
+
+    use super::*;
+
+    #[test]
+    fn labels_are_the_event_kinds() {
+        let by = Actor::System;
+        let events = [
+            SessionEvent::Approve { by: by.clone() },
+            SessionEvent::Deny {
+                by: by.clone(),
+                reason: "no".into(),
+            },
+            SessionEvent::BreakGlass { by: by.clone() },
+            SessionEvent::End { by: by.clone() },
+            SessionEvent::Terminate { by },
+            SessionEvent::SystemEnd {
+                reason: EndReason::TtlExpired,
+            },
+            SessionEvent::Expire,
+            SessionEvent::BeginActivation,
+            SessionEvent::Activated,
+            SessionEvent::ActivationFailed { error: "x".into() },
+            SessionEvent::CleanupDone,
+            SessionEvent::Progress(Progress::ProcessAccessAnnotated),
+        ];
+        for e in &events {
+            assert_eq!(Commit::of(e).label(), e.kind(), "{e:?}");
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! [`Lifecycle::drive`]: moves a session on to its next resting state, doing the cluster and
+//! recording work each stage owes. Safe to call again at any point: the sweep does after a
+//! crash, and every step below is idempotent.
+
+use breakglass_shared::session::Progress;
+use breakglass_shared::terminal::close;
+use breakglass_shared::{Session, SessionEvent, SessionState};
+use uuid::Uuid;
+
+use super::progress::RowProgress;
+use super::{Error, Lifecycle};
+use crate::failpoint::{self, Failpoint};
+use crate::ports::{ClusterOps, Recording};
+
+impl Lifecycle {
+    /// Moves a session one stage on toward its next resting state: Approved → Activating →
+    /// Active (or Failed), Ending → Ended.
+    pub async fn drive(&self, id: Uuid) -> Result<Session, Error> {
+        let mut s = self.get(id).await?;
+        let cluster = self.cluster_for(&s.environment).cloned();
+        if s.state == SessionState::Approved {
+            if cluster.is_none() {
+                return Ok(s);
+            }
+            s = self.apply_event(id, SessionEvent::BeginActivation).await?;
+            failpoint::hit(Failpoint::Activating);
+        }
+        match (s.state, cluster) {
+            (SessionState::Activating, Some(c)) => self.activate(s, c.as_ref()).await,
+            (SessionState::Ending, c) => self.end(s, c.as_deref()).await,
+            _ => Ok(s),
+        }
+    }
+
+    /// Activating → Active, or Failed with everything created removed.
+    async fn activate(&self, s: Session, cluster: &dyn ClusterOps) -> Result<Session, Error> {
+        let id = s.id;
+        let progress = RowProgress {
+            lifecycle: self,
+            id,
+        };
+        let outcome = match self.recorder.start(&s).await {
+            Ok(Recording::Here) => cluster
+                .activate(&s, &progress)
+                .await
+                .map_err(|e| e.to_string()),
+            // Another replica records this session and is activating it.
+            Ok(Recording::Elsewhere) => return Ok(s),
+            Err(e) => Err(e.to_string()),
+        };
+        let error = match outcome {
+            Ok(()) => {
+                failpoint::hit(Failpoint::Running);
+                let active = self.apply_event(id, SessionEvent::Activated).await?;
+                self.recorder.marker(id, "active").await;
+                return Ok(active);
+            }
+            Err(error) => error,
+        };
+        // Everything created so far goes before the session is marked Failed.
+        let current = self.store.get(id).await?.unwrap_or(s);
+        self.recorder.finish(&current, "activation failed").await;
+        if let Err(cleanup) = cluster.cleanup(&current, &progress).await {
+            // Nothing recorded as created: nothing to undo here. Anything the cluster did
+            // create unrecorded carries the session label, and the sweep removes it once the
+            // session is final.
+            if created_anything(&current) {
+                tracing::warn!(%cleanup, "cleanup after a failed activation did not finish; the sweep retries it");
+                return Err(cleanup.into());
+            }
+        }
+        self.apply_event(id, SessionEvent::ActivationFailed { error })
+            .await
+    }
+
+    /// Ending → Ended: the terminal closes, the recording is finished and anchored, then the
+    /// cluster objects go.
+    async fn end(&self, s: Session, cluster: Option<&dyn ClusterOps>) -> Result<Session, Error> {
+        let id = s.id;
+        failpoint::hit(Failpoint::Ending);
+        let reason = s.end_reason.as_ref().map_or("ended", |r| r.kind());
+        self.terminals
+            .close(id, close::SESSION_ENDED, format!("session ended: {reason}"))
+            .await;
+        self.recorder.finish(&s, reason).await;
+        // The row now names the final version: anchor its hash before the session is final
+        // (the row takes no more progress after that).
+        if let Some(now) = self.store.get(id).await? {
+            if let Some(entry) = self.recorder.anchor(&now, 2).await {
+                if let Err(e) = self.record_progress(id, Progress::Anchored(entry)).await {
+                    tracing::warn!(%id, error = %e, "log entry not put on the row");
+                }
+            }
+        }
+        // Nothing was ever created when activation never started.
+        if s.activating_at.is_some() {
+            let Some(c) = cluster else { return Ok(s) };
+            let progress = RowProgress {
+                lifecycle: self,
+                id,
+            };
+            c.cleanup(&s, &progress).await?;
+        }
+        self.apply_event(id, SessionEvent::CleanupDone).await
+    }
+}
+
+/// Whether the row records any object created in the cluster.
+fn created_anything(s: &Session) -> bool {
+    s.grant_name.is_some()
+        || s.process_access_annotated
+        || s.debug_container.is_some()
+        || s.copy_pod.is_some()
+}

@@ -1,0 +1,237 @@
+//! The one place that changes sessions: state machine → store compare-and-set → effects
+//! (live event, metrics, cluster and recording work). HTTP handlers and the sweep both call
+//! the [`Lifecycle`]; neither writes a session itself.
+//!
+//! The lifecycle owns its ports (`crate::ports`): the cluster driver, the recorder and the
+//! terminal connections. They never call back into it: the driver reports steps through the
+//! [`ProgressSink`](crate::ports::ProgressSink) it is handed, and the recorder reports stored
+//! versions and failures as [`RecorderEvent`]s on a channel the lifecycle drains.
+
+mod commit;
+mod drive;
+mod progress;
+
+use std::sync::{Arc, Weak};
+
+use breakglass_shared::api::SessionChange;
+use breakglass_shared::session::{NewSession, Progress, RekorEntry};
+use breakglass_shared::session::{ReviewError, TransitionError};
+use breakglass_shared::{Session, SessionEvent, SessionState};
+use prometheus::IntCounterVec;
+use time::OffsetDateTime;
+use tokio::sync::{broadcast, mpsc};
+use tracing::Instrument;
+use uuid::Uuid;
+
+pub use commit::Commit;
+
+use crate::ports::{ClusterError, ClusterOps, RecorderEvent, Recordings, Terminals};
+use crate::store::{EventDraft, Store, StoreError};
+
+/// How often a write is retried after losing a compare-and-set race before giving up. Each
+/// retry re-reads the row and re-runs the state machine, so a race normally ends in a clear
+/// state error (e.g. "cannot approve a session that is Approved"), not in a retry storm.
+const CAS_ATTEMPTS: usize = 5;
+
+/// Why the lifecycle could not change a session.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No session has this id.
+    #[error("no session {0}")]
+    NotFound(Uuid),
+    /// The state machine refused the event.
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// The review was refused.
+    #[error(transparent)]
+    Review(#[from] ReviewError),
+    /// Every compare-and-set attempt lost a race; the state the row was last seen in.
+    #[error("someone else changed this session at the same moment")]
+    Conflict(Option<SessionState>),
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The cluster could not finish a cleanup that must finish before the session moves on.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+}
+
+/// The sessions' lifecycle over its ports.
+pub struct Lifecycle {
+    store: Arc<dyn Store>,
+    changes: broadcast::Sender<SessionChange>,
+    transitions: IntCounterVec,
+    cluster: Option<Arc<dyn ClusterOps>>,
+    recorder: Arc<dyn Recordings>,
+    terminals: Arc<dyn Terminals>,
+    /// Itself, for the drives it spawns.
+    me: Weak<Lifecycle>,
+}
+
+/// What a [`Lifecycle`] is built from.
+pub struct Ports {
+    /// Session storage.
+    pub store: Arc<dyn Store>,
+    /// Where committed changes are published (the SSE streams and the recorder listen).
+    pub changes: broadcast::Sender<SessionChange>,
+    /// Counter of applied changes, by kind.
+    pub transitions: IntCounterVec,
+    /// The cluster driver; `None` when no environment has a cluster.
+    pub cluster: Option<Arc<dyn ClusterOps>>,
+    /// Session recordings.
+    pub recorder: Arc<dyn Recordings>,
+    /// Terminal connections of this replica.
+    pub terminals: Arc<dyn Terminals>,
+}
+
+impl Lifecycle {
+    /// The lifecycle over `ports`; drains `recorder_events` until the recorder is gone.
+    pub fn new(ports: Ports, recorder_events: mpsc::Receiver<RecorderEvent>) -> Arc<Lifecycle> {
+        let lifecycle = Arc::new_cyclic(|me| Lifecycle {
+            store: ports.store,
+            changes: ports.changes,
+            transitions: ports.transitions,
+            cluster: ports.cluster,
+            recorder: ports.recorder,
+            terminals: ports.terminals,
+            me: me.clone(),
+        });
+        tokio::spawn(progress::drain(Arc::downgrade(&lifecycle), recorder_events));
+        lifecycle
+    }
+
+    /// The cluster driver, when it reaches `environment`.
+    pub fn cluster_for(&self, environment: &str) -> Option<&Arc<dyn ClusterOps>> {
+        self.cluster.as_ref().filter(|c| c.serves(environment))
+    }
+
+    /// Whether any environment has a cluster driver.
+    pub fn has_cluster(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    /// The recorder.
+    pub fn recorder(&self) -> &Arc<dyn Recordings> {
+        &self.recorder
+    }
+
+    /// Stores a new request (Ground requests start `Approved`) and starts activation if a
+    /// cluster serves it.
+    pub async fn create(&self, req: NewSession, now: OffsetDateTime) -> Result<Session, Error> {
+        let session = Session::new_request(Uuid::now_v7(), req, now);
+        let draft = EventDraft {
+            actor: session.requester.clone(),
+            kind: Commit::Create.label().into(),
+            detail: None,
+            at: now,
+        };
+        self.store.insert(&session, &draft).await?;
+        self.after_commit(&session, Commit::Create);
+        Ok(session)
+    }
+
+    /// Applies the event `make` builds from the current row, retrying on a lost race.
+    pub async fn apply<F, E>(&self, id: Uuid, make: F) -> Result<Session, E>
+    where
+        F: Fn(&Session) -> Result<SessionEvent, E> + Send + Sync,
+        E: From<Error>,
+    {
+        self.commit(id, |s, now| {
+            let event = make(s)?;
+            let next = s.apply(&event, now).map_err(Error::from)?;
+            Ok((next, draft_for(&event, now), Commit::of(&event)))
+        })
+        .await
+    }
+
+    /// Applies a system event (no person behind it).
+    pub async fn apply_event(&self, id: Uuid, event: SessionEvent) -> Result<Session, Error> {
+        self.apply(id, |_| Ok(event.clone())).await
+    }
+
+    /// Records a step on the session row, through the state machine.
+    pub async fn record_progress(&self, id: Uuid, p: Progress) -> Result<Session, Error> {
+        self.apply_event(id, SessionEvent::Progress(p)).await
+    }
+
+    /// Puts `entry` on an `Ended` session whose final hash was anchored after it ended (the log
+    /// was unreachable at the end; the sweep retried).
+    pub async fn anchor_late(&self, id: Uuid, entry: &RekorEntry) -> Result<Session, Error> {
+        self.commit(id, |s, now| {
+            let next = s.anchor_late(entry).map_err(Error::from)?;
+            let event = SessionEvent::Progress(Progress::Anchored(entry.clone()));
+            Ok((next, draft_for(&event, now), Commit::Progress))
+        })
+        .await
+    }
+
+    /// The write primitive: read, compute the next row with `step`, compare-and-set; on a lost
+    /// race, read again and recompute.
+    pub async fn commit<F, E>(&self, id: Uuid, step: F) -> Result<Session, E>
+    where
+        F: Fn(&Session, OffsetDateTime) -> Result<(Session, EventDraft, Commit), E> + Send + Sync,
+        E: From<Error>,
+    {
+        let mut last = None;
+        for _ in 0..CAS_ATTEMPTS {
+            let current = self.get(id).await?;
+            let now = OffsetDateTime::now_utc();
+            let (next, draft, kind) = step(&current, now)?;
+            match self.store.compare_and_set(&current, &next, &draft).await {
+                Ok(()) => {
+                    self.after_commit(&next, kind);
+                    return Ok(next);
+                }
+                Err(StoreError::Conflict { current }) => last = current,
+                Err(e) => return Err(Error::from(e).into()),
+            }
+        }
+        Err(Error::Conflict(last).into())
+    }
+
+    async fn get(&self, id: Uuid) -> Result<Session, Error> {
+        self.store.get(id).await?.ok_or(Error::NotFound(id))
+    }
+
+    /// Effects of a committed change: metrics, the live stream, and work owed by the new
+    /// state.
+    fn after_commit(&self, session: &Session, kind: Commit) {
+        self.transitions.with_label_values(&[kind.label()]).inc();
+        // No subscribers is fine: nobody is watching.
+        let _ = self.changes.send(SessionChange {
+            session: session.clone(),
+            kind: kind.label().to_string(),
+        });
+        // Only changes that hand work to the driver spawn it; progress and the driver's own
+        // transitions do not (the running drive carries on by itself).
+        let hands_over = kind.hands_over()
+            && session.state == SessionState::Approved
+            && self.cluster_for(&session.environment).is_some();
+        let ending = kind.ends() && session.state == SessionState::Ending;
+        if hands_over || ending {
+            self.spawn_drive(session.id);
+        }
+    }
+
+    fn spawn_drive(&self, id: Uuid) {
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(
+            async move {
+                if let Err(e) = me.drive(id).await {
+                    tracing::warn!(error = %e, "session step did not complete; the sweep retries it");
+                }
+            }
+            .instrument(tracing::info_span!("session", %id)),
+        );
+    }
+}
+
+/// The events-table row of `event`.
+fn draft_for(event: &SessionEvent, at: OffsetDateTime) -> EventDraft {
+    EventDraft {
+        actor: event.actor().name().to_string(),
+        kind: event.kind().to_string(),
+        detail: event.detail(),
+        at,
+    }
+}

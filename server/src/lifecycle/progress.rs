@@ -1,0 +1,94 @@
+//! How steps reach the session row: the [`ProgressSink`] the cluster driver is handed (each
+//! step committed, then its failpoint), and the drain of the recorder's events.
+
+use std::sync::Weak;
+
+use async_trait::async_trait;
+use breakglass_shared::session::Progress;
+use breakglass_shared::{EndReason, Session, SessionEvent};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::{Commit, Lifecycle};
+use crate::failpoint::{self, Failpoint};
+use crate::ports::{CleanupStep, ProgressSink, RecorderEvent, SessionMoved};
+
+/// The sink for one session's steps.
+pub(super) struct RowProgress<'a> {
+    pub(super) lifecycle: &'a Lifecycle,
+    pub(super) id: Uuid,
+}
+
+impl RowProgress<'_> {
+    async fn commit(&self, p: Progress) -> Result<Session, SessionMoved> {
+        let event = SessionEvent::Progress(p);
+        self.lifecycle
+            .commit(self.id, |s, now| {
+                let next = s.apply(&event, now).map_err(super::Error::from)?;
+                Ok::<_, super::Error>((next, super::draft_for(&event, now), Commit::Progress))
+            })
+            .await
+            .map_err(|e| SessionMoved(e.to_string()))
+    }
+}
+
+#[async_trait]
+impl ProgressSink for RowProgress<'_> {
+    async fn record(&self, p: Progress) -> Result<Session, SessionMoved> {
+        let point = Failpoint::after_progress(&p);
+        let next = self.commit(p).await?;
+        if let Some(point) = point {
+            failpoint::hit(point);
+        }
+        Ok(next)
+    }
+
+    async fn cleaned(&self, step: CleanupStep) -> Result<Session, SessionMoved> {
+        let point = Failpoint::after_cleanup(&step);
+        let next = self
+            .commit(Progress::CleanupStep {
+                detail: step.to_string(),
+            })
+            .await?;
+        failpoint::hit(point);
+        Ok(next)
+    }
+}
+
+/// Applies the recorder's events until the recorder (every sender) is gone.
+pub(super) async fn drain(lifecycle: Weak<Lifecycle>, mut events: mpsc::Receiver<RecorderEvent>) {
+    while let Some(event) = events.recv().await {
+        let Some(lifecycle) = lifecycle.upgrade() else {
+            return;
+        };
+        match event {
+            RecorderEvent::Stored { id, version, done } => {
+                let r = lifecycle
+                    .record_progress(id, Progress::RecordingStored(version))
+                    .await;
+                match r {
+                    Ok(_) => failpoint::hit(Failpoint::Recording),
+                    Err(e) => {
+                        tracing::debug!(%id, error = %e, "recording version not put on the row")
+                    }
+                }
+                let _ = done.send(());
+            }
+            RecorderEvent::Failed { id, reason } => {
+                // "No recording, no session": a recording that fails ends the session.
+                tracing::warn!(%id, %reason, "recording failed; ending the session");
+                let ended = lifecycle
+                    .apply_event(
+                        id,
+                        SessionEvent::SystemEnd {
+                            reason: EndReason::RecordingFailed,
+                        },
+                    )
+                    .await;
+                if let Err(e) = ended {
+                    tracing::debug!(%id, error = %e, "session not ended after its recording failed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The server's Prometheus metrics, registered once per [`Context`](crate::state::Context) and
+//! handed to the parts that count (the lifecycle, the recorder, the sweep, HTTP).
+
+use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
+
+/// Prometheus metrics of one server.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Registry served at `/metrics`.
+    pub registry: Registry,
+    /// HTTP requests by method, surface (api, ops, frontend) and status.
+    pub requests: IntCounterVec,
+    /// Session transitions by event kind.
+    pub transitions: IntCounterVec,
+    /// Open SSE streams.
+    pub sse_open: IntGauge,
+    /// Sweep actions by kind.
+    pub sweep_actions: IntCounterVec,
+    /// 1 while this replica holds the sweep lease.
+    pub sweep_leader: IntGauge,
+    /// Attempts to anchor a final recording hash, by outcome (anchored, failed).
+    pub anchors: IntCounterVec,
+}
+
+impl Metrics {
+    /// Registers every metric in a new registry.
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new("breakglass_http_requests_total", "HTTP requests served"),
+            &["method", "surface", "status"],
+        )?;
+        let transitions = IntCounterVec::new(
+            Opts::new(
+                "breakglass_transitions_total",
+                "Session state changes applied",
+            ),
+            &["kind"],
+        )?;
+        let sse_open = IntGauge::new("breakglass_sse_streams_open", "Open event streams")?;
+        let sweep_actions = IntCounterVec::new(
+            Opts::new(
+                "breakglass_sweep_actions_total",
+                "Actions taken by the sweep",
+            ),
+            &["action"],
+        )?;
+        let sweep_leader = IntGauge::new("breakglass_sweep_leader", "1 while this replica sweeps")?;
+        registry.register(Box::new(sweep_leader.clone()))?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(transitions.clone()))?;
+        registry.register(Box::new(sse_open.clone()))?;
+        registry.register(Box::new(sweep_actions.clone()))?;
+        let anchors = IntCounterVec::new(
+            Opts::new(
+                "breakglass_recording_anchors_total",
+                "Final recording hashes submitted to the transparency log, by outcome",
+            ),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(anchors.clone()))?;
+        Ok(Metrics {
+            anchors,
+            registry,
+            requests,
+            transitions,
+            sse_open,
+            sweep_actions,
+            sweep_leader,
+        })
+    }
+}

@@ -1,0 +1,259 @@
+//! The ports of the lifecycle: what it needs from the cluster driver, the recorder and the
+//! terminal connections, as traits and typed values. The lifecycle owns one implementation of
+//! each; the adapters (`cluster`, `recorder`, `connections`) implement them. This module
+//! imports nothing of the server's other modules, so no adapter ever needs the lifecycle or the
+//! context, and there is no import circle between them.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use async_trait::async_trait;
+use breakglass_shared::session::{Progress, RecordingRef, RekorEntry};
+use breakglass_shared::Session;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+/// A failure talking to a cluster, naming the environment and the step.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClusterError {
+    /// Credentials or configuration are unusable.
+    #[error("cluster `{env}`: {message}")]
+    Config {
+        /// Environment.
+        env: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The API server could not be reached.
+    #[error("cluster `{env}` is unreachable while trying to {what}: {message}")]
+    Unreachable {
+        /// Environment.
+        env: String,
+        /// The step.
+        what: String,
+        /// Transport error.
+        message: String,
+    },
+    /// The API server refused the request (RBAC, admission policy, validation).
+    #[error("cluster `{env}` refused to {what} ({code}): {message}")]
+    Refused {
+        /// Environment.
+        env: String,
+        /// The step.
+        what: String,
+        /// HTTP status.
+        code: u16,
+        /// The API server's message (for policies, it names the rule).
+        message: String,
+    },
+    /// The debug container stopped as soon as it started (its image or command is broken).
+    #[error("cluster `{env}` could not start the debug container {container}: it exited at once")]
+    ContainerExited {
+        /// Environment.
+        env: String,
+        /// The debug container.
+        container: String,
+    },
+    /// A bounded wait ran out.
+    #[error("cluster `{env}`: {what} did not happen within {seconds} s")]
+    Timeout {
+        /// Environment.
+        env: String,
+        /// What was awaited.
+        what: String,
+        /// The bound.
+        seconds: u64,
+    },
+    /// The session changed while the driver worked on it (ended, or moved on elsewhere), so
+    /// the step was not recorded.
+    #[error("the session changed meanwhile: {0}")]
+    SessionChanged(String),
+}
+
+/// The session could not take the recorded step: it is final or moved on.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct SessionMoved(pub String);
+
+/// A cleanup step done in the cluster, typed so that failpoints and the audit trail name it
+/// without parsing sentences.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CleanupStep {
+    /// The copy pod was deleted (copy mode).
+    CopyDeleted {
+        /// Pod name.
+        pod: String,
+    },
+    /// The debugged pod was deleted so its controller replaces it (live mode, tier rule).
+    PodRecycled {
+        /// Pod name.
+        pod: String,
+        /// Other ready pods of the same owner.
+        others: usize,
+    },
+    /// The debugged pod was kept (tier rule, or the last ready pod).
+    PodKept {
+        /// Pod name.
+        pod: String,
+        /// Other ready pods of the same owner.
+        others: usize,
+    },
+    /// The process-access annotation was removed from the pod.
+    AnnotationRemoved,
+    /// The grant RoleBinding was deleted.
+    GrantDeleted {
+        /// RoleBinding name.
+        name: String,
+    },
+}
+
+impl fmt::Display for CleanupStep {
+    /// The sentence kept in the events table.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CleanupStep::CopyDeleted { pod } => write!(f, "deleted copy pod {pod}"),
+            CleanupStep::PodRecycled { pod, others } => {
+                write!(f, "recycled pod {pod} ({others} other ready pods)")
+            }
+            CleanupStep::PodKept { pod, others } => {
+                write!(f, "kept pod {pod} (tier rule; {others} other ready pods)")
+            }
+            CleanupStep::AnnotationRemoved => f.write_str("removed the process-access annotation"),
+            CleanupStep::GrantDeleted { name } => write!(f, "deleted grant {name}"),
+        }
+    }
+}
+
+/// Where the driver reports each step it completed, so the step is on the session row (through
+/// the state machine) before the next cluster write. Implemented by the lifecycle.
+#[async_trait]
+pub trait ProgressSink: Send + Sync {
+    /// Records an activation step (or a recording step) on the row.
+    async fn record(&self, p: Progress) -> Result<Session, SessionMoved>;
+
+    /// Records a cleanup step for the audit trail.
+    async fn cleaned(&self, step: CleanupStep) -> Result<Session, SessionMoved>;
+}
+
+/// The cluster side of a session: implemented by the cluster driver. The lifecycle calls it
+/// at the right moments and turns its outcome into transitions; implementations never write
+/// sessions themselves.
+#[async_trait]
+pub trait ClusterOps: Send + Sync + 'static {
+    /// Whether this driver reaches `environment`'s cluster.
+    fn serves(&self, environment: &str) -> bool;
+
+    /// Creates the grant and the debug container (or copy pod) for an `Activating` session and
+    /// waits, bounded, until it runs. Every step must be idempotent: after a crash this is
+    /// called again for the same session.
+    async fn activate(
+        &self,
+        session: &Session,
+        progress: &dyn ProgressSink,
+    ) -> Result<(), ClusterError>;
+
+    /// Removes everything the session may have created (idempotent; safe when nothing was).
+    async fn cleanup(
+        &self,
+        session: &Session,
+        progress: &dyn ProgressSink,
+    ) -> Result<(), ClusterError>;
+
+    /// Whether the debugged pod (or the copy) has disappeared.
+    async fn pod_gone(&self, session: &Session) -> Result<bool, ClusterError>;
+
+    /// Removes break-glass objects in `environment` whose session is not in `live`; returns how
+    /// many objects were removed.
+    async fn reconcile(
+        &self,
+        environment: &str,
+        live: &HashSet<Uuid>,
+    ) -> Result<usize, ClusterError>;
+
+    /// Attaches (stdin + tty) to the session's debug container with fresh credentials.
+    async fn attach(&self, session: &Session) -> Result<kube::api::AttachedProcess, ClusterError>;
+}
+
+/// Why a recording could not be started or continued: "no recording, no session".
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RecordingError {
+    /// No recording store can take a recording now.
+    #[error("the recording store is unavailable, so no session can start: {0}")]
+    StoreUnavailable(String),
+    /// The database lease that makes one replica the writer cannot be taken.
+    #[error("the recording's lease cannot be taken: {0}")]
+    Lease(String),
+    /// Another live replica writes this recording.
+    #[error(
+        "another server replica records this session; retry (a stopped replica's recording moves here within {lease_seconds} s)"
+    )]
+    HeldElsewhere {
+        /// How long a stopped replica's lease outlives it.
+        lease_seconds: u64,
+    },
+    /// The first version could not be stored.
+    #[error("the recording could not be started, so no session can start: {0}")]
+    Start(String),
+    /// The stored recording cannot be read or continued.
+    #[error("{0}")]
+    Resume(String),
+}
+
+/// Whether this replica records a session it was asked to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recording {
+    /// This replica writes the recording: it activates the session.
+    Here,
+    /// Another live replica writes it (and so activates the session): leave it to that one.
+    Elsewhere,
+}
+
+/// The session recordings, as the lifecycle sees them.
+#[async_trait]
+pub trait Recordings: Send + Sync + 'static {
+    /// Starts (or, after a restart, continues) the recording of a session about to activate.
+    async fn start(&self, session: &Session) -> Result<Recording, RecordingError>;
+
+    /// Adds a marker to the live recording of `id` on this replica, if any.
+    async fn marker(&self, id: Uuid, label: &str);
+
+    /// Stores the final version (with its `ended` marker) and gives up the writer's lease;
+    /// waits for another replica that still writes it. Safe to call more than once.
+    async fn finish(&self, session: &Session, reason: &str);
+
+    /// Anchors the final hash on the row of `session` in the transparency log, up to
+    /// `attempts` tries while the log is unreachable; `None` without a log, or on failure.
+    async fn anchor(&self, session: &Session, attempts: u32) -> Option<RekorEntry>;
+
+    /// Whether a transparency log is configured.
+    fn anchors(&self) -> bool;
+}
+
+/// What the recorder reports to the lifecycle, in order, over a channel.
+#[derive(Debug)]
+pub enum RecorderEvent {
+    /// A version of the recording of `id` is stored; `done` is answered once it is on the row
+    /// (the writer waits for it, so the row never names a version older than one before it).
+    Stored {
+        /// Session.
+        id: Uuid,
+        /// The stored version.
+        version: RecordingRef,
+        /// Answered when the row names it.
+        done: oneshot::Sender<()>,
+    },
+    /// The recording of `id` cannot be kept: the session must end (`RecordingFailed`).
+    Failed {
+        /// Session.
+        id: Uuid,
+        /// Why, for the logs.
+        reason: String,
+    },
+}
+
+/// The live terminal connections, as the lifecycle sees them.
+#[async_trait]
+pub trait Terminals: Send + Sync + 'static {
+    /// Closes the terminal of `id` on this replica, if one is open.
+    async fn close(&self, id: Uuid, code: u16, reason: String);
+}

@@ -1,0 +1,113 @@
+//! The keeper: one task per replica (not one per writer) that renews the leases of this
+//! replica's writers and finishes a recording once its session left `Active`.
+//!
+//! A session ended on this replica is noticed at once from the change stream. One ended on
+//! another replica reaches this one through the database only, so each renewal pass also reads
+//! the rows of the sessions recorded here (the same pass that must touch every lease anyway).
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use breakglass_shared::api::SessionChange;
+use breakglass_shared::terminal::close;
+use breakglass_shared::{Session, SessionState};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use super::Recorder;
+use crate::ports::Terminals;
+
+/// How often the keeper renews leases and reads its sessions' rows.
+const KEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Runs the keeper of `recorder` until the recorder is dropped.
+pub(super) fn spawn(recorder: Weak<Recorder>, mut changes: broadcast::Receiver<SessionChange>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(KEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let Some(r) = recorder.upgrade() else { return };
+                    r.keep_all().await;
+                }
+                change = changes.recv() => {
+                    let Some(r) = recorder.upgrade() else { return };
+                    match change {
+                        Ok(c) => r.on_change(&c.session).await,
+                        // Missed changes are read from the rows on the next pass.
+                        Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => return,
+                    }
+                }
+            }
+        }
+    });
+}
+
+impl Recorder {
+    /// One pass: every live writer's lease renewed (a lost one abandons the writer) and its
+    /// session's row read.
+    async fn keep_all(self: &Arc<Self>) {
+        let live: Vec<_> = self
+            .writers
+            .lock()
+            .await
+            .iter()
+            .map(|(id, w)| (*id, w.clone()))
+            .collect();
+        for (id, writer) in live {
+            if writer.is_closed() {
+                continue;
+            }
+            match self.claim(id).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    // This replica was cut off longer than the lease: another one continues
+                    // the recording, and this one must not write a byte more.
+                    tracing::error!(%id, "another replica took this session's recording; this one stops writing it");
+                    writer.abandon("another server replica continues this recording");
+                    self.writers.lock().await.remove(&id);
+                    self.lost(id).await;
+                    continue;
+                }
+                // The database is unreachable: keep recording; the lease says who writes.
+                Err(e) => tracing::warn!(%id, error = %e, "recording lease not renewed"),
+            }
+            if let Ok(Some(s)) = self.db.get(id).await {
+                self.on_change(&s).await;
+            }
+        }
+    }
+
+    /// Finishes the recording of `s` here when it has a live writer and left `Active` (it may
+    /// have been ended through another replica, which waits for this lease).
+    async fn on_change(self: &Arc<Self>, s: &Session) {
+        if matches!(s.state, SessionState::Activating | SessionState::Active) {
+            return;
+        }
+        // A writer already closed is being finished (or was abandoned).
+        let open = self
+            .writers
+            .lock()
+            .await
+            .get(&s.id)
+            .is_some_and(|w| !w.is_closed());
+        if !open {
+            return;
+        }
+        let me = self.clone();
+        let s = s.clone();
+        // Off the keeper's loop: storing the final version may take a while.
+        tokio::spawn(async move {
+            let reason = s.end_reason.as_ref().map_or("ended", |r| r.kind());
+            me.connections
+                .close(
+                    s.id,
+                    close::SESSION_ENDED,
+                    format!("session ended: {reason}"),
+                )
+                .await;
+            me.end(&s, reason).await;
+        });
+    }
+}

@@ -1,0 +1,391 @@
+//! The recording of each session: started before activation ("no recording, no session"),
+//! continued after a restart or on another replica, finished at the end, its final hash
+//! anchored. The relay tees into the [`CastWriter`] it gets here; the lifecycle drives the rest
+//! through the [`Recordings`] port. Stored versions and failures are reported to the lifecycle
+//! as [`RecorderEvent`]s on a channel, never by calling it.
+//!
+//! One writer per session across replicas: the replica whose writer records a session holds
+//! the database lease `recording:<id>` (renewed by this replica's keeper while the writer
+//! lives, released once the final version is on the row). Another replica neither starts nor
+//! continues that recording while the lease is held; when the holder dies the lease expires and
+//! the next replica that needs the recording continues it (`CastWriter::resume`).
+
+mod anchor;
+mod keeper;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use breakglass_shared::api::SessionChange;
+use breakglass_shared::session::{RecordingRef, RekorEntry};
+use breakglass_shared::Session;
+use prometheus::IntCounterVec;
+use tokio::sync::{broadcast, mpsc, oneshot, Mutex};
+use uuid::Uuid;
+
+use crate::connections::Connections;
+use crate::ports::{RecorderEvent, Recording, RecordingError, Recordings, Terminals};
+use crate::recording::{
+    recording_key, CastWriter, OnStored, RecordingConfig, RecordingStore, SessionInfo,
+    TransparencyLog, WriterState,
+};
+use crate::store::Store;
+
+/// What a [`Recorder`] is built from.
+pub struct RecorderParts {
+    /// The recording settings (store, writer, log).
+    pub config: RecordingConfig,
+    /// The database, for the writers' leases and the sessions' rows.
+    pub db: Arc<dyn Store>,
+    /// This replica's terminals, closed when the recording moves to another replica.
+    pub connections: Arc<Connections>,
+    /// Committed changes: the keeper finishes a recording once its session left `Active`.
+    pub changes: broadcast::Sender<SessionChange>,
+    /// Counter of anchoring attempts, by outcome.
+    pub anchors: IntCounterVec,
+}
+
+/// The recordings of this replica.
+pub struct Recorder {
+    store: Arc<dyn RecordingStore>,
+    log: Option<Arc<TransparencyLog>>,
+    config: RecordingConfig,
+    db: Arc<dyn Store>,
+    connections: Arc<Connections>,
+    events: mpsc::Sender<RecorderEvent>,
+    anchors: IntCounterVec,
+    /// This process's lease holder name.
+    holder: String,
+    writers: Mutex<HashMap<Uuid, CastWriter>>,
+}
+
+/// Name of the lease of a session's recording.
+fn lease_name(id: Uuid) -> String {
+    format!("recording:{id}")
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
+}
+
+/// Reports each stored version to the lifecycle and waits until the row names it.
+struct ReportStored {
+    id: Uuid,
+    events: mpsc::Sender<RecorderEvent>,
+}
+
+#[async_trait]
+impl OnStored for ReportStored {
+    async fn stored(&self, version: RecordingRef) {
+        let (done, on_row) = oneshot::channel();
+        let event = RecorderEvent::Stored {
+            id: self.id,
+            version,
+            done,
+        };
+        if self.events.send(event).await.is_ok() {
+            let _ = on_row.await;
+        }
+    }
+}
+
+impl Recorder {
+    /// The recorder over `parts`, with the receiver of its events for the lifecycle. Spawns
+    /// the keeper, which lives as long as the recorder.
+    pub fn new(
+        parts: RecorderParts,
+    ) -> Result<(Arc<Recorder>, mpsc::Receiver<RecorderEvent>), crate::recording::StoreError> {
+        let (events, rx) = mpsc::channel(1024);
+        let recorder = Arc::new(Recorder {
+            store: parts.config.open_store()?,
+            log: parts.config.open_log()?,
+            config: parts.config,
+            db: parts.db,
+            connections: parts.connections,
+            events,
+            anchors: parts.anchors,
+            holder: Uuid::now_v7().to_string(),
+            writers: Mutex::new(HashMap::new()),
+        });
+        keeper::spawn(Arc::downgrade(&recorder), parts.changes.subscribe());
+        Ok((recorder, rx))
+    }
+
+    /// The recording store.
+    pub fn store(&self) -> &Arc<dyn RecordingStore> {
+        &self.store
+    }
+
+    /// The transparency log final hashes are anchored in, when configured.
+    pub fn log(&self) -> Option<&TransparencyLog> {
+        self.log.as_deref()
+    }
+
+    /// How long a lease outlives its last renewal: a crashed holder's sessions are continued
+    /// by another replica after this.
+    pub fn lease_ttl(&self) -> Duration {
+        (self.config.writer.flush_interval * 3).max(Duration::from_secs(10))
+    }
+
+    /// Takes or renews this replica's lease on the recording of `id`; false when another
+    /// live replica holds it.
+    async fn claim(&self, id: Uuid) -> Result<bool, RecordingError> {
+        let ttl = i64::try_from(self.lease_ttl().as_millis()).unwrap_or(i64::MAX);
+        self.db
+            .try_lease(&lease_name(id), &self.holder, now_ms(), ttl)
+            .await
+            .map_err(|e| RecordingError::Lease(e.to_string()))
+    }
+
+    async fn release(&self, id: Uuid) {
+        if let Err(e) = self.db.release_lease(&lease_name(id), &self.holder).await {
+            tracing::debug!(%id, error = %e, "recording lease not released; it expires");
+        }
+    }
+
+    fn held_elsewhere(&self) -> RecordingError {
+        RecordingError::HeldElsewhere {
+            lease_seconds: self.lease_ttl().as_secs(),
+        }
+    }
+
+    /// The live recording of an active session on this replica, continuing the stored one
+    /// when this replica has none yet (it restarted, or another replica ran the session).
+    pub async fn writer_for(&self, s: &Session) -> Result<CastWriter, RecordingError> {
+        let mut writers = self.writers.lock().await;
+        if let Some(w) = writers.get(&s.id) {
+            return Ok(w.clone());
+        }
+        if !self.claim(s.id).await? {
+            return Err(self.held_elsewhere());
+        }
+        let existing = self.latest(s.id).await?;
+        let w = self.resume(s, existing, "server restarted").await?;
+        writers.insert(s.id, w.clone());
+        Ok(w)
+    }
+
+    /// The newest stored version of the recording of `id`.
+    async fn latest(&self, id: Uuid) -> Result<Vec<u8>, RecordingError> {
+        self.store.get(&recording_key(id), None).await.map_err(|e| {
+            RecordingError::Resume(format!(
+                "the recording of this session cannot be read, so it cannot continue: {e}"
+            ))
+        })
+    }
+
+    /// A new writer continuing the stored recording of `s`. The stored bytes must extend the
+    /// version on the session row byte for byte, so a recording changed behind the server's
+    /// back is never continued.
+    async fn resume(
+        &self,
+        s: &Session,
+        existing: Vec<u8>,
+        why: &str,
+    ) -> Result<CastWriter, RecordingError> {
+        let key = recording_key(s.id);
+        if let Some(row) = &s.recording {
+            let prefix = usize::try_from(row.bytes)
+                .ok()
+                .and_then(|n| existing.get(..n));
+            if prefix.map(crate::recording::sha256_hex).as_deref() != Some(row.sha256.as_str()) {
+                return Err(RecordingError::Resume(format!(
+                    "the stored recording {key} does not continue the version on the session row \
+                     (sha256 {}, {} bytes); it is not continued (run verify-recording)",
+                    row.sha256, row.bytes
+                )));
+            }
+        }
+        let writer = CastWriter::resume(
+            self.store.clone(),
+            key,
+            existing,
+            why,
+            self.config.writer.clone(),
+            self.report_stored(s.id),
+        )
+        .await
+        .map_err(|e| {
+            RecordingError::Resume(format!("the recording could not be continued: {e}"))
+        })?;
+        tracing::info!(id = %s.id, %why, "recording resumed");
+        self.report_failure(s.id, &writer);
+        Ok(writer)
+    }
+
+    fn report_stored(&self, id: Uuid) -> ReportStored {
+        ReportStored {
+            id,
+            events: self.events.clone(),
+        }
+    }
+
+    /// "No recording, no session": reports the writer's failure once, as an event.
+    fn report_failure(&self, id: Uuid, writer: &CastWriter) {
+        let mut state = writer.watch_state();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            while state.changed().await.is_ok() {
+                let now = state.borrow().clone();
+                if let WriterState::Failed(reason) = now {
+                    let _ = events.send(RecorderEvent::Failed { id, reason }).await;
+                    break;
+                }
+            }
+        });
+    }
+
+    /// Stores the final version of the recording of `s` and gives up its lease. When another
+    /// replica writes it, waits (up to the lease's lifetime) for it to finish or for its
+    /// lease to expire. When no replica has a live writer but a recording is stored and not
+    /// yet finished (a server restarted), that one is continued and finished.
+    async fn end(&self, s: &Session, reason: &str) {
+        let id = s.id;
+        // Finish a live writer while it stays registered: a concurrent `end` finishes the same
+        // writer (same result) instead of continuing the recording a second time.
+        let live = self.writers.lock().await.get(&id).cloned();
+        if let Some(w) = live {
+            if let Err(e) = w.finish(reason).await {
+                tracing::warn!(%id, error = %e, "final recording version not stored; earlier versions are kept");
+            }
+            self.writers.lock().await.remove(&id);
+            self.release(id).await;
+            return;
+        }
+        if s.recording.is_none() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + self.lease_ttl() + Duration::from_secs(2);
+        loop {
+            match self.claim(id).await {
+                Ok(true) => break,
+                Ok(false) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(false) => {
+                    tracing::warn!(%id, "another replica still holds the recording; it finishes it");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept");
+                    return;
+                }
+            }
+        }
+        // The lease is ours: whoever wrote before has finished or is gone.
+        if let Err(e) = self.finish_stored(s, reason).await {
+            tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept");
+        }
+        self.release(id).await;
+    }
+
+    /// Continues a stored, unfinished recording just to write its end.
+    async fn finish_stored(&self, s: &Session, reason: &str) -> Result<(), RecordingError> {
+        let bytes = self.latest(s.id).await?;
+        if crate::recording::ended_reason(&bytes).is_some() {
+            return Ok(());
+        }
+        // Read the row again: the previous writer may have stored versions since `s`.
+        let current = match self.db.get(s.id).await {
+            Ok(Some(now)) => now,
+            _ => s.clone(),
+        };
+        let w = self.resume(&current, bytes, "server restarted").await?;
+        if let Err(e) = w.finish(reason).await {
+            tracing::warn!(id = %s.id, error = %e, "final recording version not stored; earlier versions are kept");
+        }
+        Ok(())
+    }
+
+    /// Starts a new recording of `s` with its header and approval marker stored.
+    async fn start_new(&self, s: &Session) -> Result<CastWriter, RecordingError> {
+        let info = SessionInfo {
+            width: 80,
+            height: 24,
+            title: Some(format!(
+                "breakglass {} {}/{}/{}",
+                s.id, s.environment, s.namespace, s.pod
+            )),
+            timestamp: None,
+        };
+        let writer = CastWriter::start(
+            self.store.clone(),
+            recording_key(s.id),
+            info,
+            self.config.writer.clone(),
+            self.report_stored(s.id),
+        )
+        .await
+        .map_err(|e| RecordingError::Start(e.to_string()))?;
+        let label = match (&s.approver, &s.glass_broken_by) {
+            (_, Some(by)) => format!("approved: glass broken by {by}"),
+            (Some(a), _) => format!("approved by {a}"),
+            _ => "approved: Ground".to_string(),
+        };
+        let _ = writer.marker(&label);
+        self.report_failure(s.id, &writer);
+        Ok(writer)
+    }
+}
+
+#[async_trait]
+impl Recordings for Recorder {
+    /// The header is stored at once, so an unreachable store fails the activation before
+    /// anything is created in the cluster. A session whose row already names a recording
+    /// (activation re-driven after a restart) continues that recording.
+    async fn start(&self, s: &Session) -> Result<Recording, RecordingError> {
+        let mut writers = self.writers.lock().await;
+        if writers.contains_key(&s.id) {
+            return Ok(Recording::Here);
+        }
+        if !self.claim(s.id).await? {
+            return Ok(Recording::Elsewhere);
+        }
+        self.store
+            .check()
+            .await
+            .map_err(|e| RecordingError::StoreUnavailable(e.to_string()))?;
+        let writer = if s.recording.is_some() {
+            let existing = self.latest(s.id).await?;
+            self.resume(s, existing, "server restarted during activation")
+                .await?
+        } else {
+            self.start_new(s).await?
+        };
+        writers.insert(s.id, writer);
+        Ok(Recording::Here)
+    }
+
+    async fn marker(&self, id: Uuid, label: &str) {
+        if let Some(w) = self.writers.lock().await.get(&id) {
+            let _ = w.marker(label);
+        }
+    }
+
+    async fn finish(&self, s: &Session, reason: &str) {
+        self.end(s, reason).await;
+    }
+
+    async fn anchor(&self, s: &Session, attempts: u32) -> Option<RekorEntry> {
+        self.submit(s, attempts).await
+    }
+
+    fn anchors(&self) -> bool {
+        self.log.is_some()
+    }
+}
+
+impl Recorder {
+    /// Closes the terminal of `id` here because its recording moved to another replica.
+    async fn lost(&self, id: Uuid) {
+        self.connections
+            .close(
+                id,
+                breakglass_shared::terminal::close::RELAY_ERROR,
+                self.held_elsewhere().to_string(),
+            )
+            .await;
+    }
+}
