@@ -10,6 +10,8 @@ use breakglass_shared::{Permission, PermissionSet, Tier};
 use ipnet::IpNet;
 use serde::Deserialize;
 
+use crate::recording::{RecordingSettings, TransparencyLogSettings};
+
 /// Flags of `breakglass-server serve` (each also read from its environment variable).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServeArgs {
@@ -144,32 +146,6 @@ pub struct TransparencyLogFileConfig {
     pub timeout_seconds: Option<u64>,
     /// PEM file with the log's own public key; entry timestamps are checked against it
     /// (without it, against the key the log serves at `/api/v1/log/publicKey`).
-    pub log_public_key: Option<PathBuf>,
-}
-
-/// The resolved `[recording]` section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordingSettings {
-    /// Flush, bounds and retries of the writer.
-    pub writer: crate::recording::WriterConfig,
-    /// Lock period of each stored S3 version.
-    pub retention: std::time::Duration,
-    /// Local store directory (used when no S3 endpoint is set).
-    pub local_dir: PathBuf,
-    /// The transparency log, when configured.
-    pub transparency_log: Option<TransparencyLogSettings>,
-}
-
-/// The resolved `[recording.transparency_log]` section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransparencyLogSettings {
-    /// Base URL without a trailing slash.
-    pub url: String,
-    /// The signing key's PEM file.
-    pub signing_key: PathBuf,
-    /// Per-request timeout.
-    pub timeout: std::time::Duration,
-    /// The log's pinned public key file, if any.
     pub log_public_key: Option<PathBuf>,
 }
 

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::config::TransparencyLogSettings;
+use super::TransparencyLogSettings;
 
 /// Why talking to the log failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
