@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod failpoint;
+mod fsutil;
 pub mod guardrails;
 pub mod http;
 pub mod lifecycle;

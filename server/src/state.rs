@@ -10,6 +10,7 @@ use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 use tokio::sync::broadcast;
 
 use crate::config::Config;
+use crate::fsutil::write_private;
 use crate::lifecycle::ClusterOps;
 use crate::store::Store;
 
@@ -193,15 +194,4 @@ fn load_or_create_key(dir: &Path) -> Result<Key, StartError> {
             Ok(key)
         }
     }
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    #[cfg(unix)]
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    opts.mode(0o600);
-    opts.open(path)?.write_all(bytes)
 }

@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::TransparencyLogSettings;
+use crate::fsutil::write_private;
 
 /// Why talking to the log failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,17 +115,6 @@ pub fn load_or_create_key(path: &Path) -> Result<SigningKey, String> {
         }
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }
 
 impl TransparencyLog {
