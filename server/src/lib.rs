@@ -9,6 +9,7 @@ pub mod config;
 pub mod connections;
 pub mod error;
 pub mod failpoint;
+mod fsutil;
 pub mod guardrails;
 pub mod http;
 pub mod lifecycle;

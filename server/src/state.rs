@@ -18,6 +18,7 @@ pub use crate::metrics::Metrics;
 use crate::ports::ClusterOps;
 use crate::recorder::{Recorder, RecorderParts};
 use crate::relay::Relay;
+use crate::fsutil::write_private;
 use crate::store::Store;
 
 /// Everything a request or task needs.
@@ -172,15 +173,4 @@ fn load_or_create_key(dir: &Path) -> Result<Key, StartError> {
             Ok(key)
         }
     }
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    #[cfg(unix)]
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    opts.mode(0o600);
-    opts.open(path)?.write_all(bytes)
 }

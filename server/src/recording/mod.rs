@@ -19,6 +19,7 @@
 mod local;
 mod rekor;
 mod s3;
+mod settings;
 mod verify;
 mod writer;
 
@@ -37,6 +38,7 @@ pub use s3::{
     least_privilege_policy, InitBucketOutcome, InitBucketReport, S3Config, S3Store, DEFAULT_BUCKET,
     DEFAULT_REGION,
 };
+pub use settings::{RecordingSettings, TransparencyLogSettings};
 pub use verify::{checks, verify, Check, CheckOutcome, VerifyReport};
 pub use writer::{
     ended_reason, CastWriter, OnStored, RecordingFailed, SessionInfo, WriterConfig, WriterState,
@@ -203,16 +205,14 @@ pub struct RecordingConfig {
     /// How the writer flushes, bounds and retries.
     pub writer: WriterConfig,
     /// Where final hashes are anchored, when configured.
-    pub transparency_log: Option<crate::config::TransparencyLogSettings>,
+    pub transparency_log: Option<TransparencyLogSettings>,
 }
 
 impl RecordingConfig {
     /// The server's `[recording]` section over the `TOWER_BREAKGLASS_MINIO_*` variables: the S3
     /// store when `TOWER_BREAKGLASS_MINIO_ENDPOINT` is set (see [`S3Config::from_env`]), else a
     /// [`LocalStore`] in `local_dir`.
-    pub fn from_settings(
-        settings: &crate::config::RecordingSettings,
-    ) -> Result<RecordingConfig, StoreError> {
+    pub fn from_settings(settings: &RecordingSettings) -> Result<RecordingConfig, StoreError> {
         let backend = match S3Config::from_env()? {
             Some(s3) => Backend::S3(S3Config {
                 retention: settings.retention,

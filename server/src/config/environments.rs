@@ -1,0 +1,299 @@
+//! The clusters sessions run on: `[[environments]]`, and the keys that hold on every one of
+//! them, `debug_image` and `server_namespace`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use breakglass_shared::validate;
+use breakglass_shared::{Permission, PermissionSet, Tier};
+use serde::Deserialize;
+
+use super::ConfigError;
+
+/// The debug toolbox image (`debug-image/`), pinned by digest. Keep in step with the admission
+/// policy parameter and the Kyverno image policy (a test checks the three agree).
+pub const DEFAULT_DEBUG_IMAGE: &str =
+    "ghcr.io/hangar-platform/tower-debug@sha256:4f2b2bde4b1b8a4c5e0a6b0f4cf1d3f0f7a7f2d8c1e9b7a6d5c4b3a29180716f";
+
+/// Namespaces no session may touch, on every cluster, besides the server's own.
+pub const PROTECTED_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
+
+/// Users and groups holding one permission.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Holders {
+    /// User names.
+    #[serde(default)]
+    pub users: Vec<String>,
+    /// Group names.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+/// How the server reaches an environment's cluster. Used by activation; an environment without
+/// one can take requests, but they stay `Approved` until a cluster is configured.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClusterCredentials {
+    /// The pod's own service account (the server runs in this cluster).
+    InCluster,
+    /// A kubeconfig file and optional context (exec credential plugins included).
+    Kubeconfig {
+        /// Path of the kubeconfig.
+        path: PathBuf,
+        /// Context; the file's current context when absent.
+        context: Option<String>,
+    },
+    /// A token minted per step with the TokenRequest API of the home cluster.
+    MintedToken {
+        /// Environment whose cluster is home (where the service account lives).
+        home: String,
+        /// Namespace of the service account there.
+        namespace: String,
+        /// Service account name there (e.g. `tower-actor`).
+        service_account: String,
+        /// Audience the target cluster expects.
+        audience: String,
+        /// API server URL of the target cluster.
+        server: String,
+        /// PEM file of the target cluster's CA.
+        ca_file: Option<PathBuf>,
+    },
+}
+
+/// One environment.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentConfig {
+    /// Name (a DNS label), shown in the UI and used in URLs.
+    pub name: String,
+    /// `ground` or `flight`.
+    pub tier: Tier,
+    /// Cluster credentials.
+    pub cluster: Option<ClusterCredentials>,
+    /// Permission name → holders, e.g. `"tower.breakglass.approve" = { groups = ["sre"] }`.
+    #[serde(default)]
+    pub permissions: BTreeMap<String, Holders>,
+    /// The server's username on this cluster, for rendering policies offline; activation and
+    /// `doctor` learn it live with a SelfSubjectReview.
+    pub identity: Option<String>,
+    /// More namespaces no session may touch here (added to the standard protected ones).
+    #[serde(default)]
+    pub protected_namespaces: Vec<String>,
+}
+
+/// A resolved environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Environment {
+    /// Name.
+    pub name: String,
+    /// Tier.
+    pub tier: Tier,
+    /// Cluster credentials.
+    pub cluster: Option<ClusterCredentials>,
+    /// Holders per permission.
+    pub permissions: BTreeMap<Permission, Holders>,
+    /// The server's username there, if configured.
+    pub identity: Option<String>,
+    /// Every protected namespace here: the standard ones, the server's own, the configured.
+    pub protected_namespaces: Vec<String>,
+}
+
+impl Environment {
+    /// What a user with these groups holds here.
+    pub fn permissions_of(&self, user: &str, groups: &[String]) -> PermissionSet {
+        let mut set = PermissionSet::NONE;
+        for (p, h) in &self.permissions {
+            if h.users.iter().any(|u| u == user) || h.groups.iter().any(|g| groups.contains(g)) {
+                set.grant(*p);
+            }
+        }
+        set
+    }
+}
+
+/// `REPOSITORY@sha256:<64 lowercase hex>`.
+pub fn is_pinned_image(image: &str) -> bool {
+    match image.rsplit_once("@sha256:") {
+        Some((repo, digest)) => {
+            !repo.is_empty()
+                && digest.len() == 64
+                && digest
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        }
+        None => false,
+    }
+}
+
+/// The demo environments of dev mode: `dev` (Ground) and `prod` (Flight).
+pub fn demo_environments() -> Vec<EnvironmentConfig> {
+    let holders = |groups: &[&str]| Holders {
+        users: vec![],
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+    };
+    let perms = || {
+        BTreeMap::from([
+            (
+                Permission::Request.name().to_string(),
+                holders(&["engineers", "sre", "admins"]),
+            ),
+            (
+                Permission::Approve.name().to_string(),
+                holders(&["sre", "admins"]),
+            ),
+            (
+                Permission::Terminate.name().to_string(),
+                holders(&["admins"]),
+            ),
+            (
+                Permission::SelfApprove.name().to_string(),
+                holders(&["admins"]),
+            ),
+        ])
+    };
+    let demo = |name: &str, tier| EnvironmentConfig {
+        name: name.into(),
+        tier,
+        cluster: None,
+        permissions: perms(),
+        identity: None,
+        protected_namespaces: vec![],
+    };
+    vec![demo("dev", Tier::Ground), demo("prod", Tier::Flight)]
+}
+
+/// The file's keys of this section.
+pub(super) struct EnvironmentsFile {
+    pub debug_image: Option<String>,
+    pub server_namespace: Option<String>,
+    pub environments: Vec<EnvironmentConfig>,
+}
+
+/// The resolved section.
+pub(super) struct Environments {
+    pub debug_image: String,
+    pub server_namespace: String,
+    pub environments: Vec<Environment>,
+}
+
+impl EnvironmentsFile {
+    /// Checks the image pin, the namespace and every environment (the demo ones under `--dev`
+    /// (`dev`) when none is configured), then that each minted-token home is another one.
+    pub fn resolve(self, dev: bool) -> Result<Environments, ConfigError> {
+        let debug_image = self
+            .debug_image
+            .unwrap_or_else(|| DEFAULT_DEBUG_IMAGE.to_string());
+        if !is_pinned_image(&debug_image) {
+            return Err(ConfigError::new(
+                "debug_image",
+                "must be pinned by digest: REPOSITORY@sha256:<64 hex digits>",
+            ));
+        }
+        let server_namespace = self
+            .server_namespace
+            .unwrap_or_else(|| "breakglass".to_string());
+        validate::dns_label("server_namespace", &server_namespace)
+            .map_err(|e| ConfigError::new("server_namespace", e.message))?;
+        let mut raw = self.environments;
+        if raw.is_empty() && dev {
+            raw = demo_environments();
+        }
+        let mut environments: Vec<Environment> = Vec::with_capacity(raw.len());
+        for (i, e) in raw.into_iter().enumerate() {
+            let env = e.resolve(
+                &format!("environments[{i}]"),
+                &server_namespace,
+                &environments,
+            )?;
+            environments.push(env);
+        }
+        for (i, e) in environments.iter().enumerate() {
+            if let Some(ClusterCredentials::MintedToken { home, .. }) = &e.cluster {
+                if !environments
+                    .iter()
+                    .any(|x| &x.name == home && x.name != e.name)
+                {
+                    return Err(ConfigError::new(
+                        format!("environments[{i}].cluster.home"),
+                        format!("`{home}` is not another configured environment"),
+                    ));
+                }
+            }
+        }
+        Ok(Environments {
+            debug_image,
+            server_namespace,
+            environments,
+        })
+    }
+}
+
+impl EnvironmentConfig {
+    /// Checks the name (also against the `earlier` environments), the permission names and
+    /// the protected namespaces (errors name keys under `key`), and adds the standard
+    /// protected namespaces and `server_namespace`.
+    fn resolve(
+        self,
+        key: &str,
+        server_namespace: &str,
+        earlier: &[Environment],
+    ) -> Result<Environment, ConfigError> {
+        validate::dns_label("name", &self.name)
+            .map_err(|err| ConfigError::new(format!("{key}.name"), err.message))?;
+        if earlier.iter().any(|x| x.name == self.name) {
+            return Err(ConfigError::new(
+                format!("{key}.name"),
+                format!("`{}` is used twice", self.name),
+            ));
+        }
+        let mut permissions = BTreeMap::new();
+        for (name, holders) in self.permissions {
+            let p = Permission::from_name(&name).ok_or_else(|| {
+                ConfigError::new(
+                    format!("{key}.permissions.{name}"),
+                    "unknown permission; use tower.breakglass.request, .approve, .terminate or .self",
+                )
+            })?;
+            permissions.insert(p, holders);
+        }
+        let mut protected: Vec<String> =
+            PROTECTED_NAMESPACES.iter().map(|n| n.to_string()).collect();
+        protected.push(server_namespace.to_string());
+        for (j, n) in self.protected_namespaces.iter().enumerate() {
+            validate::dns_label("protected_namespaces", n).map_err(|err| {
+                ConfigError::new(format!("{key}.protected_namespaces[{j}]"), err.message)
+            })?;
+            if !protected.contains(n) {
+                protected.push(n.clone());
+            }
+        }
+        Ok(Environment {
+            name: self.name,
+            tier: self.tier,
+            cluster: self.cluster,
+            permissions,
+            identity: self.identity,
+            protected_namespaces: protected,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::super::parse;
+
+    #[test]
+    fn permissions_by_user_and_group() {
+        let c = parse(
+            "[[environments]]\nname = \"prod\"\ntier = \"flight\"\n[environments.permissions]\n\"tower.breakglass.approve\" = { users = [\"dan\"], groups = [\"sre\"] }\n\"tower.breakglass.request\" = { groups = [\"eng\"] }",
+        )
+        .unwrap();
+        let env = c.environment("prod").unwrap();
+        assert!(env.permissions_of("dan", &[]).approve);
+        assert!(env.permissions_of("x", &["sre".into()]).approve);
+        let eng = env.permissions_of("x", &["eng".into()]);
+        assert!(eng.request && !eng.approve);
+    }
+}

@@ -1,0 +1,402 @@
+//! Configuration: command-line flags with environment fallbacks, over an optional TOML file,
+//! over defaults. A bad configuration stops the server at start with the key and the reason.
+//!
+//! The TOML file keeps its flat layout ([`FileConfig`]); resolving it is split by section, one
+//! file each: [`server`] (listen address, database, directories), [`auth`] (public URL,
+//! cookie secret, trusted proxies, dev login), [`sessions`] (durations and timings),
+//! [`environments`] (clusters, debug image, protected namespaces) and [`recording`]. Each
+//! section checks its own keys; [`Config::resolve`] only puts the sections together, in the
+//! order the keys are checked.
+
+mod auth;
+mod environments;
+mod recording;
+mod server;
+mod sessions;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+pub use auth::{demo_users, DevLoginConfig, DevUser, PublicUrl};
+pub use environments::{
+    demo_environments, is_pinned_image, ClusterCredentials, Environment, EnvironmentConfig,
+    Holders, DEFAULT_DEBUG_IMAGE, PROTECTED_NAMESPACES,
+};
+pub use recording::{RecordingFileConfig, TransparencyLogFileConfig};
+pub use sessions::TierDurations;
+
+use crate::recording::RecordingSettings;
+
+/// Flags of `breakglass-server serve` (each also read from its environment variable).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// TOML configuration file; everything has a default without one.
+    #[arg(long, env = "BREAKGLASS_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (default 127.0.0.1:8080).
+    #[arg(long, env = "BREAKGLASS_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// `sqlite://PATH` or `postgres://...` (default: SQLite file in the data directory).
+    #[arg(long, env = "BREAKGLASS_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Directory for the SQLite database, the cookie key and local recordings
+    /// (default `./.breakglass`).
+    #[arg(long, env = "BREAKGLASS_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Directory with the built frontend (default `frontend/dist`).
+    #[arg(long, env = "BREAKGLASS_STATIC_DIR")]
+    pub static_dir: Option<PathBuf>,
+    /// Dev mode: enable the dev login with demo users, and demo environments when the
+    /// configuration has none. Never for production.
+    #[arg(long, env = "BREAKGLASS_DEV")]
+    pub dev: bool,
+}
+
+/// A configuration problem: which key and why.
+#[derive(Debug, thiserror::Error)]
+#[error("config key `{key}`: {reason}")]
+pub struct ConfigError {
+    /// Dotted path of the key, e.g. `environments[1].tier`.
+    pub key: String,
+    /// What is wrong and what would be right.
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+        ConfigError {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `value` when it lies in `min..=max`, else an error naming `key` with the bounds.
+fn within(key: impl Into<String>, value: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
+    if value < min || value > max {
+        return Err(ConfigError::new(
+            key,
+            format!("must be between {min} and {max}"),
+        ));
+    }
+    Ok(value)
+}
+
+/// The TOML file. Every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Address to listen on.
+    pub listen: Option<SocketAddr>,
+    /// Database URL (`sqlite://...` or `postgres://...`).
+    pub database_url: Option<String>,
+    /// Data directory.
+    pub data_dir: Option<PathBuf>,
+    /// Built frontend directory.
+    pub static_dir: Option<PathBuf>,
+    /// The URL people open; an `https` URL marks cookies `Secure` and is the only accepted
+    /// Origin for state-changing requests and WebSocket upgrades.
+    pub public_url: Option<String>,
+    /// Secret for signing session cookies (at least 64 characters); generated into the data
+    /// directory when absent. Set it (the same on every replica) when running several.
+    pub session_secret: Option<String>,
+    /// Minutes a Flight request waits for approval before it expires (default 60).
+    pub approval_expiry_minutes: Option<u32>,
+    /// Seconds between sweeps (default 5).
+    pub sweep_interval_seconds: Option<u64>,
+    /// Seconds activation may wait for the debug container to run (default 60).
+    pub activation_timeout_seconds: Option<u64>,
+    /// Requested-duration bounds per tier.
+    #[serde(default)]
+    pub durations: TierDurations,
+    /// Dev login (demo users, no password). Off unless enabled here or by `--dev`.
+    #[serde(default)]
+    pub dev_login: DevLoginConfig,
+    /// Addresses of auth proxies whose `X-Auth-Request-User` / `-Groups` headers are trusted.
+    #[serde(default)]
+    pub trusted_proxies: Vec<IpNet>,
+    /// The debug image, pinned by digest (`repo@sha256:...`); default [`DEFAULT_DEBUG_IMAGE`].
+    /// The admission policies admit exactly this image.
+    pub debug_image: Option<String>,
+    /// Namespace the server runs in on its home cluster (never debuggable; holds its Lease).
+    pub server_namespace: Option<String>,
+    /// How sessions are recorded (`[recording]`).
+    #[serde(default)]
+    pub recording: RecordingFileConfig,
+    /// Environments (one cluster each).
+    #[serde(default)]
+    pub environments: Vec<EnvironmentConfig>,
+}
+
+/// The resolved configuration the server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Database URL.
+    pub database_url: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Built frontend.
+    pub static_dir: PathBuf,
+    /// Public URL, if configured.
+    pub public_url: Option<PublicUrl>,
+    /// Cookie signing secret, if configured (else generated in the data dir).
+    pub session_secret: Option<String>,
+    /// Approval expiry.
+    pub approval_expiry: time::Duration,
+    /// Sweep interval.
+    pub sweep_interval: std::time::Duration,
+    /// Bound on waiting for the debug container.
+    pub activation_timeout: std::time::Duration,
+    /// Duration bounds.
+    pub durations: TierDurations,
+    /// Dev login on.
+    pub dev_login: bool,
+    /// Demo users.
+    pub dev_users: Vec<DevUser>,
+    /// Trusted proxies.
+    pub trusted_proxies: Vec<IpNet>,
+    /// Environments in configuration order.
+    pub environments: Vec<Environment>,
+    /// The pinned debug image.
+    pub debug_image: String,
+    /// The server's own namespace.
+    pub server_namespace: String,
+    /// The `[recording]` section.
+    pub recording: RecordingSettings,
+}
+
+impl Config {
+    /// Reads the file named by the flags (if any), applies flags over it, fills defaults and
+    /// checks everything.
+    pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        Config::resolve(args, file)
+    }
+
+    /// Applies flags over a parsed file and checks everything. The sections are resolved in
+    /// the order their keys were always checked, so with several bad keys the same one is
+    /// named first.
+    pub fn resolve(args: &ServeArgs, file: FileConfig) -> Result<Config, ConfigError> {
+        let FileConfig {
+            listen,
+            database_url,
+            data_dir,
+            static_dir,
+            public_url,
+            session_secret,
+            approval_expiry_minutes,
+            sweep_interval_seconds,
+            activation_timeout_seconds,
+            durations,
+            dev_login,
+            trusted_proxies,
+            debug_image,
+            server_namespace,
+            recording,
+            environments,
+        } = file;
+        let server = server::ServerFile {
+            listen,
+            database_url,
+            data_dir,
+            static_dir,
+        }
+        .resolve(args)?;
+        let auth = auth::AuthFile {
+            public_url,
+            session_secret,
+            trusted_proxies,
+        }
+        .resolve()?;
+        let sessions = sessions::SessionsFile {
+            durations,
+            approval_expiry_minutes,
+            sweep_interval_seconds,
+            activation_timeout_seconds,
+        }
+        .resolve()?;
+        let dev = dev_login.resolve(args.dev)?;
+        let envs = environments::EnvironmentsFile {
+            debug_image,
+            server_namespace,
+            environments,
+        }
+        .resolve(args.dev)?;
+        let recording = recording.resolve(&server.data_dir)?;
+        Ok(Config {
+            recording,
+            listen: server.listen,
+            database_url: server.database_url,
+            data_dir: server.data_dir,
+            static_dir: server.static_dir,
+            public_url: auth.public_url,
+            session_secret: auth.session_secret,
+            approval_expiry: sessions.approval_expiry,
+            sweep_interval: sessions.sweep_interval,
+            activation_timeout: sessions.activation_timeout,
+            durations: sessions.durations,
+            dev_login: dev.enabled,
+            dev_users: dev.users,
+            trusted_proxies: auth.trusted_proxies,
+            environments: envs.environments,
+            debug_image: envs.debug_image,
+            server_namespace: envs.server_namespace,
+        })
+    }
+
+    /// The environment called `name`.
+    pub fn environment(&self, name: &str) -> Option<&Environment> {
+        self.environments.iter().find(|e| e.name == name)
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::new("config", format!("cannot read {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        let key = e.span().map_or_else(
+            || "config".to_string(),
+            |s| {
+                let line = text[..s.start.min(text.len())].lines().count().max(1);
+                format!("{} line {line}", path.display())
+            },
+        );
+        ConfigError::new(key, e.message().to_string())
+    })
+}
+
+/// `text` as a config file, resolved with no flags (for the section tests).
+#[cfg(test)]
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    let file: FileConfig =
+        toml::from_str(text).map_err(|e| ConfigError::new("toml", e.to_string()))?;
+    Config::resolve(&ServeArgs::default(), file)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_config_at_all_gives_sqlite_in_the_data_dir_and_no_dev_login() {
+        let c = Config::resolve(&ServeArgs::default(), FileConfig::default()).unwrap();
+        assert_eq!(c.database_url, "sqlite://.breakglass/breakglass.db");
+        assert!(!c.dev_login);
+        assert!(c.environments.is_empty());
+        let dev = Config::resolve(
+            &ServeArgs {
+                dev: true,
+                ..Default::default()
+            },
+            FileConfig::default(),
+        )
+        .unwrap();
+        assert!(dev.dev_login);
+        assert_eq!(dev.dev_users.len(), 3);
+        assert_eq!(dev.environments.len(), 2);
+    }
+
+    #[test]
+    fn bad_keys_are_named() {
+        let cases = [
+            ("[[environments]]\nname = \"Prod\"\ntier = \"flight\"", "environments[0].name"),
+            ("[[environments]]\nname = \"a\"\ntier = \"flight\"\n[[environments]]\nname = \"a\"\ntier = \"ground\"", "environments[1].name"),
+            ("[[environments]]\nname = \"a\"\ntier = \"flight\"\n[environments.permissions]\n\"tower.breakglass.exec\" = {}", "environments[0].permissions.tower.breakglass.exec"),
+            ("session_secret = \"short\"", "session_secret"),
+            ("[durations.flight]\nmin_minutes = 10\nmax_minutes = 5\ndefault_minutes = 7", "durations.flight"),
+            ("database_url = \"mysql://x\"", "database_url"),
+            ("approval_expiry_minutes = 0", "approval_expiry_minutes"),
+            ("debug_image = \"alpine:latest\"", "debug_image"),
+            ("[[environments]]\nname = \"a\"\ntier = \"flight\"\nprotected_namespaces = [\"Bad\"]", "environments[0].protected_namespaces[0]"),
+            ("[recording]\nflush_interval_seconds = 0", "recording.flush_interval_seconds"),
+            ("[recording]\nspool_limit_bytes = 10", "recording.spool_limit_bytes"),
+            ("[recording]\nretry_initial_ms = 5000\nretry_max_seconds = 2", "recording.retry_max_seconds"),
+            ("[recording]\nretention_days = 0", "recording.retention_days"),
+            ("[recording.transparency_log]\nurl = \"rekor.example\"", "recording.transparency_log.url"),
+            ("[recording.transparency_log]\nurl = \"https://r\"\ntimeout_seconds = 0", "recording.transparency_log.timeout_seconds"),
+        ];
+        for (text, key) in cases {
+            let e = parse(text)
+                .err()
+                .unwrap_or_else(|| panic!("accepted: {text}"));
+            assert_eq!(e.key, key, "{text}");
+        }
+        // Unknown keys and bad tiers are refused by the parser, with the line.
+        let e = read_text_err("listen_adress = \"x\"");
+        assert!(e.reason.contains("unknown field"), "{e}");
+        let e = read_text_err("[[environments]]\nname = \"a\"\ntier = \"orbit\"");
+        assert!(
+            e.reason.contains("orbit") || e.reason.contains("variant"),
+            "{e}"
+        );
+        assert!(e.key.contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn with_several_bad_keys_the_first_in_check_order_is_named() {
+        // The order the keys have always been checked in: database, public URL, cookie
+        // secret, durations, timings, dev users, debug image, namespace, environments,
+        // recording.
+        let keys = [
+            ("database_url = \"mysql://x\"", "database_url"),
+            ("public_url = \"ftp://x\"", "public_url"),
+            ("session_secret = \"short\"", "session_secret"),
+            (
+                "[durations.ground]\nmin_minutes = 0\nmax_minutes = 5\ndefault_minutes = 3",
+                "durations.ground",
+            ),
+            ("approval_expiry_minutes = 0", "approval_expiry_minutes"),
+            ("sweep_interval_seconds = 0", "sweep_interval_seconds"),
+            (
+                "activation_timeout_seconds = 0",
+                "activation_timeout_seconds",
+            ),
+            (
+                "[dev_login]\nusers = [{ name = \"\" }]",
+                "dev_login.users[0].name",
+            ),
+            ("debug_image = \"alpine:latest\"", "debug_image"),
+            ("server_namespace = \"Bad\"", "server_namespace"),
+            (
+                "[[environments]]\nname = \"Prod\"\ntier = \"flight\"",
+                "environments[0].name",
+            ),
+            (
+                "[recording]\nflush_interval_seconds = 0",
+                "recording.flush_interval_seconds",
+            ),
+        ];
+        for first in 0..keys.len() {
+            // Top-level keys before tables, as TOML needs.
+            let (tables, plain): (Vec<_>, Vec<_>) =
+                keys[first..].iter().partition(|(t, _)| t.starts_with('['));
+            let text = plain
+                .iter()
+                .chain(&tables)
+                .map(|(t, _)| *t)
+                .collect::<Vec<_>>()
+                .join("\n");
+            let e = parse(&text).err().unwrap();
+            assert_eq!(e.key, keys[first].1, "{text}");
+        }
+        // Within an environment the name (and its uniqueness) comes before its permissions.
+        let text = "[[environments]]\nname = \"a\"\ntier = \"flight\"\n[[environments]]\nname = \"a\"\ntier = \"ground\"\n[environments.permissions]\n\"x\" = {}";
+        assert_eq!(parse(text).err().unwrap().key, "environments[1].name");
+    }
+
+    fn read_text_err(text: &str) -> ConfigError {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, text).unwrap();
+        read_file(&p).err().unwrap()
+    }
+}

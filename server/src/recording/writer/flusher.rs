@@ -1,0 +1,265 @@
+//! The flusher task of a writer: every flush interval it takes the pending bytes, stores the
+//! whole cast so far as a new version and reports it; while the store fails it retries with
+//! exponential backoff, reporting [`WriterState::Retrying`] (or [`WriterState::Failed`] past
+//! the spool limit) between attempts, and at the end stores the closed cast until the finish
+//! timeout.
+//!
+//! The delays come from `backon`'s exponential schedule, but the loop stays this task's own
+//! rather than `backon::Retryable` (one future retried until it succeeds): a wait is cut short
+//! when the cast closes or is abandoned, each attempt first takes the bytes written meanwhile,
+//! and the end of the session continues the running schedule under its own deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use breakglass_shared::session::RecordingRef;
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::buffer::Shared;
+use super::{OnStored, RecordingFailed, WriterConfig, WriterState};
+use crate::recording::{CastBody, RecordingStore, StoreError};
+
+/// The delays between failed uploads.
+type Delays = <ExponentialBuilder as BackoffBuilder>::Backoff;
+
+/// `retry_initial`, doubled per failed attempt, at most `retry_max`.
+fn retry_schedule(config: &WriterConfig) -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(config.retry_initial)
+        .with_max_delay(config.retry_max)
+        .with_factor(2.0)
+        .without_max_times()
+}
+
+/// The flusher task's own state: the complete cast so far and its running hash.
+pub(super) struct Flusher {
+    shared: Arc<Shared>,
+    store: Arc<dyn RecordingStore>,
+    on_stored: Box<dyn OnStored>,
+    full: Vec<u8>,
+    hasher: Sha256,
+    stored_len: u64,
+    last: RecordingRef,
+    attempts: u32,
+    since: Option<OffsetDateTime>,
+    /// [`retry_schedule`]: no jitter, no limit on attempts (the spool limit and the finish
+    /// timeout end a failing recording).
+    schedule: ExponentialBuilder,
+    /// The running schedule while uploads fail; a success drops it, so the next failure
+    /// waits `retry_initial` again.
+    delays: Option<Delays>,
+    final_tx: watch::Sender<Option<Result<RecordingRef, RecordingFailed>>>,
+}
+
+impl Flusher {
+    /// Starts the flusher of `shared`, whose cast so far is `full` (hashed into `hasher`)
+    /// and stored as `last`; it reports the final result on `final_tx`.
+    pub(super) fn spawn(
+        shared: Arc<Shared>,
+        store: Arc<dyn RecordingStore>,
+        on_stored: Box<dyn OnStored>,
+        full: Vec<u8>,
+        hasher: Sha256,
+        last: RecordingRef,
+        final_tx: watch::Sender<Option<Result<RecordingRef, RecordingFailed>>>,
+    ) {
+        let schedule = retry_schedule(&shared.config);
+        let flusher = Flusher {
+            shared,
+            store,
+            on_stored,
+            stored_len: full.len() as u64,
+            full,
+            hasher,
+            last,
+            attempts: 0,
+            since: None,
+            schedule,
+            delays: None,
+            final_tx,
+        };
+        tokio::spawn(flusher.run());
+    }
+
+    async fn run(mut self) {
+        let interval = self.shared.config.flush_interval;
+        let mut next = Instant::now() + interval;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                () = self.shared.wake.notified() => {}
+            }
+            let abandoned = self.shared.lock().abandoned.clone();
+            if let Some(reason) = abandoned {
+                self.final_tx
+                    .send_replace(Some(Err(RecordingFailed { reason })));
+                return;
+            }
+            if self.take() {
+                let result = self.finish().await;
+                self.final_tx.send_replace(Some(result));
+                return;
+            }
+            let now = Instant::now();
+            // Woken early (a failure wants its data stored): honour a running backoff.
+            if now < next && self.attempts > 0 {
+                continue;
+            }
+            if self.full.len() as u64 == self.stored_len {
+                next = now + interval;
+                continue;
+            }
+            next = match self.upload().await {
+                Ok(()) => Instant::now() + interval,
+                Err(_) => Instant::now() + self.backoff(),
+            };
+        }
+    }
+
+    /// Moves the pending bytes into the full cast; returns whether the cast is closed.
+    fn take(&mut self) -> bool {
+        let (taken, finishing) = {
+            let mut hot = self.shared.lock();
+            let taken = if hot.pending.is_empty() {
+                Vec::new()
+            } else {
+                // The next period likely writes about as much: start there (bounded), so the
+                // hot path rarely reallocates; idle sessions keep no buffer at all.
+                let keep = hot.pending.len().min(1024 * 1024);
+                std::mem::replace(&mut hot.pending, Vec::with_capacity(keep))
+            };
+            (taken, hot.finishing)
+        };
+        self.hasher.update(&taken);
+        self.full.extend_from_slice(&taken);
+        finishing
+    }
+
+    /// How long to wait after the failed attempt just made: the next delay of the schedule.
+    fn backoff(&mut self) -> Duration {
+        let schedule = self.schedule;
+        self.delays
+            .get_or_insert_with(|| schedule.build())
+            .next()
+            .unwrap_or(self.shared.config.retry_max)
+    }
+
+    /// Stores the complete cast so far as a new version.
+    async fn upload(&mut self) -> Result<(), StoreError> {
+        let digest: [u8; 32] = self.hasher.clone().finalize().into();
+        let body = CastBody::with_digest(self.full.clone(), digest);
+        let len = body.len();
+        match self.store.put_version(&self.shared.key, body).await {
+            Ok(v) => {
+                let r = v.to_ref(&self.shared.key);
+                self.stored_len = len;
+                self.last = r.clone();
+                let recovered = self.attempts > 0;
+                self.attempts = 0;
+                self.since = None;
+                self.delays = None;
+                {
+                    let mut hot = self.shared.lock();
+                    hot.stored = len;
+                    hot.failing = false;
+                    hot.last = Some(r.clone());
+                    if hot.failed.is_none() && recovered {
+                        tracing::info!(key = %self.shared.key, "recording store recovered");
+                        self.shared.state.send_replace(WriterState::Healthy);
+                    }
+                }
+                self.on_stored.stored(r).await;
+                Ok(())
+            }
+            Err(e) => {
+                self.attempts += 1;
+                let since = *self.since.get_or_insert_with(OffsetDateTime::now_utc);
+                tracing::warn!(key = %self.shared.key, attempts = self.attempts, error = %e,
+                    "storing a recording version failed; retrying");
+                let mut hot = self.shared.lock();
+                hot.failing = true;
+                if hot.failed.is_none() {
+                    let spooled = hot.total - hot.stored;
+                    if spooled > self.shared.config.spool_limit as u64 {
+                        let reason = format!(
+                            "the recording store is failing ({e}) and {spooled} unstored bytes exceed the spool limit of {} bytes",
+                            self.shared.config.spool_limit
+                        );
+                        self.shared.fail(&mut hot, reason);
+                    } else {
+                        self.shared.state.send_replace(WriterState::Retrying {
+                            since,
+                            attempts: self.attempts,
+                        });
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Stores the closed cast, retrying until the finish timeout.
+    async fn finish(&mut self) -> Result<RecordingRef, RecordingFailed> {
+        let deadline = Instant::now() + self.shared.config.finish_timeout;
+        loop {
+            self.take();
+            if self.full.len() as u64 == self.stored_len {
+                let failed = self.shared.lock().failed.clone();
+                return match failed {
+                    // Everything is stored, but the session still lost recording time.
+                    Some(reason) => Err(RecordingFailed { reason }),
+                    None => Ok(self.last.clone()),
+                };
+            }
+            if let Err(e) = self.upload().await {
+                let wait = self.backoff();
+                if Instant::now() + wait > deadline {
+                    let reason = format!(
+                        "the final version could not be stored ({e}); the last stored version is {} ({} bytes)",
+                        self.last.version, self.last.bytes
+                    );
+                    let mut hot = self.shared.lock();
+                    return Err(self.shared.fail(&mut hot, reason));
+                }
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_start_at_the_initial_delay_and_double_up_to_the_longest() {
+        let ms = Duration::from_millis;
+        for (initial, max) in [
+            (ms(500), ms(10_000)),
+            (ms(50), ms(200)),
+            (ms(10), ms(600_000)),
+            (ms(333), ms(1_000)),
+            (ms(7), ms(7)),
+        ] {
+            let config = WriterConfig {
+                retry_initial: initial,
+                retry_max: max,
+                ..WriterConfig::default()
+            };
+            let delays: Vec<Duration> = retry_schedule(&config).build().take(24).collect();
+            for (attempt, got) in (1u32..).zip(delays) {
+                let want = initial.saturating_mul(1 << (attempt - 1).min(20)).min(max);
+                // backon doubles in f32: within 10 ppm (a few microseconds at the longest
+                // delays), far below the timer's millisecond resolution.
+                assert!(
+                    got.abs_diff(want) <= want / 100_000,
+                    "initial {initial:?} max {max:?} attempt {attempt}: {got:?}, want {want:?}"
+                );
+            }
+        }
+    }
+}
