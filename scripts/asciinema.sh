@@ -12,12 +12,12 @@
 #   PYTHON             interpreter to create the venv with (default python3)
 set -euo pipefail
 
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 ASCIINEMA_VERSION="2.4.0"
-CACHE="${BREAKGLASS_CACHE:-/var/cache/breakglass}"
 VENV="$CACHE/venv-asciinema"
 BIN="$VENV/bin/asciinema"
-
-die() { echo "asciinema.sh: error: $*" >&2; exit 1; }
 
 installed() {
     [[ -x "$BIN" ]] && "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('asciinema') != '$ASCIINEMA_VERSION')" 2>/dev/null
@@ -26,22 +26,20 @@ installed() {
 install() {
     installed && return 0
     local py="${PYTHON:-python3}"
-    command -v "$py" >/dev/null 2>&1 || die "'$py' is not on PATH (needed for the asciinema venv)"
-    mkdir -p "$CACHE" || die "cannot create $CACHE (set BREAKGLASS_CACHE to a writable directory)"
+    need "$py" "for the asciinema venv"
     # One installer at a time (tests run in parallel); the version check makes a re-run after an
     # interrupted install finish the job.
-    exec 9>"$CACHE/.venv-asciinema.lock"
-    flock 9
+    lock "$CACHE/.venv-asciinema.lock"
     installed && return 0
-    echo "asciinema.sh: installing asciinema $ASCIINEMA_VERSION into $VENV ..." >&2
+    note "installing asciinema $ASCIINEMA_VERSION into $VENV ..."
     "$py" -m venv "$VENV" >&2 || die "cannot create a venv with $py (is python3-venv installed?)"
     "$VENV/bin/pip" install -q --disable-pip-version-check "asciinema==$ASCIINEMA_VERSION" >&2 \
         || die "pip install asciinema==$ASCIINEMA_VERSION failed (needs PyPI)"
     installed || die "asciinema installed but does not run from $VENV"
-    echo "asciinema.sh: installed $BIN" >&2
+    note "installed $BIN"
 }
 
-[[ $# -ge 1 ]] || { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $# -ge 1 ]] || usage
 case "$1" in
     install) install ;;
     path) install; echo "$BIN" ;;

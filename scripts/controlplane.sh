@@ -13,18 +13,11 @@
 #       Then e.g.: KUBECONFIG=.breakglass/controlplane/admin.kubeconfig kubectl get pods -A
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SRC="$ROOT/e2e/controlplane"
-CACHE="${BREAKGLASS_CACHE:-/var/cache/breakglass}"
 OUT_DIR="$CACHE/controlplane"
-
-GO="${GO:-}"
-if [[ -z "$GO" ]]; then
-  if command -v go >/dev/null 2>&1; then GO=go
-  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
-  else echo "controlplane.sh: no Go toolchain found (set GO=...)" >&2; exit 1
-  fi
-fi
+GO=$(go_bin)
 
 k8s_version() {
   awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$SRC/go.mod"
@@ -49,12 +42,10 @@ build() {
   )
   out="$OUT_DIR/controlplane-$hash"
   if [[ -x "$out" ]]; then echo "$out"; return; fi
-  mkdir -p "$OUT_DIR"
   # One build at a time (parallel test binaries may all ask).
-  exec 9>"$OUT_DIR/.build.lock"
-  flock 9
+  lock "$OUT_DIR/.build.lock"
   if [[ ! -x "$out" ]]; then
-    echo "controlplane.sh: building $out (first build of k8s.io/kubernetes takes several minutes)" >&2
+    note "building $out (first build of k8s.io/kubernetes takes several minutes)"
     tmp="$out.tmp.$$"
     (cd "$SRC" && "$GO" build -buildvcs=false -o "$tmp" -ldflags "$ldflags" .) >&2
     mv -f "$tmp" "$out"

@@ -4,7 +4,8 @@
 #   scripts/postgres.sh start   -> prints BREAKGLASS_TEST_POSTGRES_URL=...
 #   scripts/postgres.sh stop
 set -euo pipefail
-CACHE=${BREAKGLASS_CACHE:-/var/cache/breakglass}
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DIR=${BREAKGLASS_PG_DIR:-$CACHE/postgres}
 PORT=${BREAKGLASS_PG_PORT:-55432}
 cmd=${1:-start}
@@ -18,11 +19,11 @@ pg_bin() {
 }
 
 if ! BIN=$(pg_bin); then
-  echo "installing PostgreSQL (Debian package)..." >&2
+  note "installing PostgreSQL (Debian package)..."
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >&2
   apt-get install -y -qq postgresql >&2
-  BIN=$(pg_bin) || { echo "error: PostgreSQL install did not provide initdb" >&2; exit 1; }
+  BIN=$(pg_bin) || die "the PostgreSQL install did not provide initdb"
 fi
 
 # initdb and postgres refuse to run as root: use the postgres system user when we are root.
@@ -50,7 +51,7 @@ case "$cmd" in
       "$BIN/pg_isready" -h 127.0.0.1 -p "$PORT" -q && break
       sleep 0.5
     done
-    "$BIN/pg_isready" -h 127.0.0.1 -p "$PORT" -q || { echo "error: PostgreSQL did not start; see $DIR/server.log" >&2; exit 1; }
+    "$BIN/pg_isready" -h 127.0.0.1 -p "$PORT" -q || die "PostgreSQL did not start; see $DIR/server.log"
     echo "BREAKGLASS_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PORT/postgres"
     ;;
   stop)

@@ -36,6 +36,8 @@
 #                             (started with scripts/postgres.sh start when it does not answer)
 #   REKOR_START_TIMEOUT       seconds to wait for each server to answer (default 60)
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 REKOR_MODULE="github.com/sigstore/rekor"
 REKOR_VERSION="v1.5.4"          # v1.5.5+ need a newer Go than 1.26
@@ -46,8 +48,6 @@ TRILLIAN_VERSION="v1.7.3"       # the Trillian that rekor v1.5.4 itself requires
 # which roughly halves build time and binary size.
 TRILLIAN_TAGS="postgresql,etcd"
 
-CACHE="${BREAKGLASS_CACHE:-/var/cache/breakglass}"
-BIN_DIR="$CACHE/bin"
 SHARE_DIR="$CACHE/share/trillian-$TRILLIAN_VERSION"
 REKOR_BIN="$BIN_DIR/rekor-server-$REKOR_VERSION"
 TLOG_SERVER_BIN="$BIN_DIR/trillian_log_server-$TRILLIAN_VERSION"
@@ -58,52 +58,26 @@ SCHEMA="$SHARE_DIR/storage.sql"
 START_TIMEOUT="${REKOR_START_TIMEOUT:-60}"
 # Name the log uses in its checkpoints ("<origin> - <tree id>"); fixed so restarts agree.
 CHECKPOINT_HOSTNAME="breakglass-test-rekor"
-SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-
-die() { echo "rekor.sh: error: $*" >&2; exit 1; }
-note() { echo "rekor.sh: $*" >&2; }
-
-usage() {
-    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
-    exit 2
-}
 
 # ---------------------------------------------------------------- install
 
-go_env() {
-    # CGO off: static binaries, no C toolchain needed. GOTOOLCHAIN=local: never fetch another Go.
-    env CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" "$@"
-}
-
-# build_trillian STAGE NAME: go install one Trillian command into STAGE.
+# build_trillian NAME: go install one Trillian command into STAGE.
 build_trillian() {
-    local stage="$1" name="$2" start=$SECONDS
+    local name="$1" start=$SECONDS
     note "building $TRILLIAN_MODULE/cmd/$name@$TRILLIAN_VERSION (tags $TRILLIAN_TAGS) ..."
-    if ! GOBIN="$stage" go_env go install -trimpath -tags "$TRILLIAN_TAGS" -ldflags="-s -w" \
-        "$TRILLIAN_MODULE/cmd/$name@$TRILLIAN_VERSION" >&2; then
-        die "go install of $name $TRILLIAN_VERSION failed (needs the Go module proxy and Go >= 1.25)"
-    fi
-    [[ -x "$stage/$name" ]] || die "go install succeeded but produced no $name binary"
+    go_install "$STAGE" -tags "$TRILLIAN_TAGS" -ldflags="-s -w" "$TRILLIAN_MODULE/cmd/$name@$TRILLIAN_VERSION" \
+        || die "go install of $name $TRILLIAN_VERSION failed (needs the Go module proxy and Go >= 1.25)"
     note "built $name in $((SECONDS - start))s"
-}
-
-# module_dir MODULE@VERSION: download it into the module cache and print its directory.
-module_dir() {
-    local json dir
-    json="$(go_env go mod download -json "$1")" || die "go mod download $1 failed: $json"
-    dir="$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' | head -n1)"
-    [[ -n "$dir" && -d "$dir" ]] || die "go mod download $1 reported no module directory: $json"
-    echo "$dir"
 }
 
 # rekor-server is built from a copy of the released module with one change: its Prometheus
 # listener is hard-coded to ":2112" (all interfaces, no flag to move or disable it); the copy
 # binds it to 127.0.0.1:2112 instead. Nothing else differs from the release.
 build_rekor() {
-    local stage="$1" start=$SECONDS src dir
+    local start=$SECONDS src dir
     note "building $REKOR_MODULE/cmd/rekor-server@$REKOR_VERSION (a cold build takes several minutes) ..."
     dir="$(module_dir "$REKOR_MODULE@$REKOR_VERSION")"
-    src="$stage/rekor-src"
+    src="$STAGE/rekor-src"
     cp -R "$dir" "$src"
     chmod -R u+w "$src"
     local serve="$src/cmd/rekor-server/app/serve.go"
@@ -111,12 +85,10 @@ build_rekor() {
         || die "cannot find the metrics listener (Addr: \":2112\") in $REKOR_MODULE@$REKOR_VERSION cmd/rekor-server/app/serve.go; the loopback patch needs updating"
     sed -i 's/Addr:\([[:space:]]*\)":2112",/Addr:\1"127.0.0.1:2112",/' "$serve"
     local v="sigs.k8s.io/release-utils/version"
-    if ! (cd "$src" && GOBIN="$stage" go_env go install -trimpath \
+    (cd "$src" && go_install "$STAGE" \
         -ldflags="-s -w -X $v.gitVersion=$REKOR_VERSION -X $v.gitTreeState=metrics-on-loopback" \
-        ./cmd/rekor-server >&2); then
-        die "go build of rekor-server $REKOR_VERSION failed (needs the Go module proxy and Go >= 1.25.11)"
-    fi
-    [[ -x "$stage/rekor-server" ]] || die "go install succeeded but produced no rekor-server binary"
+        ./cmd/rekor-server) \
+        || die "go build of rekor-server $REKOR_VERSION failed (needs the Go module proxy and Go >= 1.25.11)"
     note "built rekor-server in $((SECONDS - start))s"
 }
 
@@ -129,34 +101,28 @@ cmd_install() {
         note "rekor-server $REKOR_VERSION and trillian $TRILLIAN_VERSION already installed in $BIN_DIR"
         return 0
     fi
-    command -v go >/dev/null 2>&1 || die "'go' is not on PATH; it is needed to build rekor-server and trillian"
-    mkdir -p "$BIN_DIR" "$SHARE_DIR" || die "cannot create $BIN_DIR (set BREAKGLASS_CACHE to a writable directory)"
-    # Build into a private directory first, then rename: an interrupted build never leaves
-    # a half-written binary under a pinned name, and two concurrent installs don't clash.
-    local stage start=$SECONDS name
-    stage="$(mktemp -d "$BIN_DIR/.install-rekor.XXXXXX")"
-    # shellcheck disable=SC2064
-    trap "chmod -R u+w '$stage' 2>/dev/null; rm -rf '$stage'" EXIT
+    go_bin >/dev/null
+    mkdir -p "$SHARE_DIR" || die "cannot create $SHARE_DIR (set BREAKGLASS_CACHE to a writable directory)"
+    make_stage rekor
+    local start=$SECONDS name
 
     if [[ ! -s "$SCHEMA" ]]; then
         local tdir
         tdir="$(module_dir "$TRILLIAN_MODULE@$TRILLIAN_VERSION")"
         [[ -s "$tdir/storage/postgresql/schema/storage.sql" ]] \
             || die "$TRILLIAN_MODULE@$TRILLIAN_VERSION has no storage/postgresql/schema/storage.sql"
-        cp "$tdir/storage/postgresql/schema/storage.sql" "$stage/storage.sql"
-        chmod 644 "$stage/storage.sql"
-        mv -f "$stage/storage.sql" "$SCHEMA"
+        cp "$tdir/storage/postgresql/schema/storage.sql" "$STAGE/storage.sql"
+        chmod 644 "$STAGE/storage.sql"
+        mv -f "$STAGE/storage.sql" "$SCHEMA"
     fi
     for name in trillian_log_server trillian_log_signer createtree; do
         [[ -x "$BIN_DIR/$name-$TRILLIAN_VERSION" ]] && continue
-        build_trillian "$stage" "$name"
-        mv -f "$stage/$name" "$BIN_DIR/$name-$TRILLIAN_VERSION"
-        ln -sfn "$name-$TRILLIAN_VERSION" "$BIN_DIR/$name"
+        build_trillian "$name"
+        pin "$STAGE" "$name" "$TRILLIAN_VERSION"
     done
     if [[ ! -x "$REKOR_BIN" ]]; then
-        build_rekor "$stage"
-        mv -f "$stage/rekor-server" "$REKOR_BIN"
-        ln -sfn "rekor-server-$REKOR_VERSION" "$BIN_DIR/rekor-server"
+        build_rekor
+        pin "$STAGE" rekor-server "$REKOR_VERSION"
     fi
     note "installed rekor-server $REKOR_VERSION and trillian $TRILLIAN_VERSION in $BIN_DIR in $((SECONDS - start))s"
 }
@@ -169,65 +135,13 @@ require_bin() {
 
 PROCS=(trillian_log_server trillian_log_signer rekor-server)
 
-# 0 when something accepts TCP connections on 127.0.0.1:$1.
-port_open() {
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") >/dev/null 2>&1
-}
-
-valid_port() {
-    [[ "$1" =~ ^[1-9][0-9]{0,4}$ ]] && (($1 <= 65535))
-}
-
-# A port on 127.0.0.1 nobody listens on, other than those in "$@". Taken from below the
-# kernel's ephemeral range, so an outgoing connection cannot grab it before the server binds it.
-free_port() {
-    local p i q taken lo=32768 hi=10000
-    read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
-    ((lo > hi + 1000)) || die "the ephemeral port range starts at $lo; no room for the internal Trillian ports"
-    for ((i = 0; i < 200; i++)); do
-        p=$((hi + RANDOM % (lo - hi)))
-        taken=0
-        for q in "$@"; do [[ "$p" == "$q" ]] && taken=1; done
-        ((taken)) && continue
-        port_open "$p" || { echo "$p"; return 0; }
-    done
-    die "found no free port on 127.0.0.1"
-}
-
-# 0 when process $1 exists and is not a zombie (a killed server whose parent, after setsid
-# usually init, has not reaped it yet still answers kill -0).
-alive() {
-    kill -0 "$1" 2>/dev/null || return 1
-    local state
-    state="$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null || true)"
-    [[ "$state" != Z ]]
-}
-
-# Pid from DIR/NAME.pid when that process is alive and runs NAME; empty otherwise.
-running_pid() {
-    local dir="$1" name="$2" pid
-    [[ -f "$dir/$name.pid" ]] || return 0
-    pid="$(<"$dir/$name.pid")"
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-    alive "$pid" || return 0
-    # Guard against a recycled pid: only ever signal our own servers.
-    if [[ -r "/proc/$pid/cmdline" ]] && ! tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$name"; then
-        return 0
-    fi
-    echo "$pid"
-}
-
-http_code() {
-    curl -s -o /dev/null -m 3 -w '%{http_code}' "$1" 2>/dev/null || true
+# server_pid DIR NAME: the pid of NAME started with DIR, when it runs; empty otherwise.
+server_pid() {
+    running_pid "$1/$2.pid" "$2"
 }
 
 print_env() {
     echo "export BREAKGLASS_TEST_REKOR_URL=http://127.0.0.1:$1"
-}
-
-abs_dir() {
-    mkdir -p "$1" || die "cannot create directory $1"
-    (cd "$1" && pwd)
 }
 
 pg_tool() {
@@ -252,7 +166,7 @@ postgres_admin_url() {
         echo "$url"
         return 0
     fi
-    out="$("$SCRIPT_DIR/postgres.sh" start)" || die "scripts/postgres.sh start failed"
+    out="$("$ROOT/scripts/postgres.sh" start)" || die "scripts/postgres.sh start failed"
     out="$(printf '%s\n' "$out" | sed -n 's/^BREAKGLASS_TEST_POSTGRES_URL=//p' | tail -n1)"
     [[ -n "$out" ]] || die "scripts/postgres.sh start printed no BREAKGLASS_TEST_POSTGRES_URL"
     echo "$out"
@@ -263,41 +177,16 @@ with_db() {
     printf '%s\n' "$1" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\\1/$2#"
 }
 
-# wait_for DIR NAME PID URL: poll URL until it answers 200 while PID lives. A server that
-# keeps answering something else for 10 s is broken (e.g. a wrong tree id): fail early.
-wait_for() {
-    local dir="$1" name="$2" pid="$3" url="$4" waited=0 wrong=0 code why=""
-    while :; do
-        code="$(http_code "$url")"
-        [[ "$code" == 200 ]] && return 0
-        if [[ "$code" =~ ^[1-9] ]]; then wrong=$((wrong + 1)); else wrong=0; fi
-        if ! alive "$pid"; then
-            why="$name exited during start-up"
-        elif ((wrong >= 50)); then
-            why="$name answers HTTP $code instead of 200 on $url"
-        elif ((waited >= START_TIMEOUT * 5)); then
-            why="$name did not answer 200 on $url within ${START_TIMEOUT}s"
-        fi
-        if [[ -n "$why" ]]; then
-            echo "----- last lines of $dir/$name.log -----" >&2
-            tail -n 15 "$dir/$name.log" | cut -c1-400 >&2 || true
-            stop_all "$dir" || true
-            die "$why (see $dir/$name.log)"
-        fi
-        sleep 0.2
-        waited=$((waited + 1))
-    done
+# start_one DIR NAME BIN ARGS...: starts NAME, logging to DIR/NAME.log; prints the pid.
+start_one() {
+    local dir="$1" name="$2"
+    shift 2
+    spawn "$dir/$name.log" "$dir/$name.pid" "$@"
 }
 
-# spawn DIR NAME BIN ARGS...: start BIN in its own session, log to DIR/NAME.log; prints the pid.
-spawn() {
-    local dir="$1" name="$2" bin="$3" pid
-    shift 3
-    echo "----- $(date -u +%Y-%m-%dT%H:%M:%SZ) start" >>"$dir/$name.log"
-    setsid "$bin" "$@" >>"$dir/$name.log" 2>&1 </dev/null &
-    pid=$!
-    echo "$pid" >"$dir/$name.pid"
-    echo "$pid"
+# wait_for DIR NAME PID URL: waits until URL answers 200; stops everything when it never does.
+wait_for() {
+    wait_ready "$2" "$3" "$4" "$1/$2.log" "$START_TIMEOUT" stop_all "$1"
 }
 
 # rpc_port DIR NAME: the gRPC port NAME was started with (from DIR/ports), or empty.
@@ -305,28 +194,21 @@ rpc_port() {
     sed -n "s/^$2 rpc=\([0-9]*\).*/\1/p" "$1/ports" 2>/dev/null || true
 }
 
+# 0 when nothing listens on port $1 any more (also when no port is known).
+closed() {
+    [[ -n "${1:-}" ]] && ! port_open "$1"
+}
+
 stop_one() {
-    local dir="$1" name="$2" pid i rpc closed=-1
-    pid="$(running_pid "$dir" "$name")"
+    local dir="$1" name="$2" pid rpc
+    pid="$(server_pid "$dir" "$name")"
     rm -f "$dir/$name.pid"
     [[ -n "$pid" ]] || return 1
     rpc="$(rpc_port "$dir" "$name")"
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do
-        alive "$pid" || break
-        # The Trillian servers sleep 5-10 s after a clean shutdown ("give things time to tidy
-        # up"). Once their gRPC listener is closed (GracefulStop done, no request in flight;
-        # every write is a committed PostgreSQL transaction) the rest is that sleep: cut it short.
-        if [[ -n "$rpc" ]] && ((closed < 0)) && ! port_open "$rpc"; then closed=$i; fi
-        ((closed >= 0 && i - closed >= 5)) && break
-        sleep 0.1
-    done
-    if alive "$pid"; then
-        ((closed >= 0)) || note "$name (pid $pid) did not exit after SIGTERM; sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        for ((i = 0; i < 50; i++)); do alive "$pid" || break; sleep 0.1; done
-    fi
-    note "stopped $name (pid $pid)"
+    # The Trillian servers sleep 5-10 s after a clean shutdown ("give things time to tidy
+    # up"). Once their gRPC listener is closed (GracefulStop done, no request in flight;
+    # every write is a committed PostgreSQL transaction) the rest is that sleep: cut it short.
+    terminate "$pid" "$name" 15 closed "$rpc"
 }
 
 # Stop in reverse start order: rekor first, then the signer, then the log server.
@@ -347,12 +229,12 @@ cmd_start() {
     port="$2"
     valid_port "$port" || die "PORT must be a number 1-65535, got '$port'"
     require_bin
-    command -v curl >/dev/null 2>&1 || die "curl is needed to wait for the servers"
-    command -v openssl >/dev/null 2>&1 || die "openssl is needed to create the log's signing key"
+    need curl "to wait for the servers"
+    need openssl "to create the log's signing key"
 
     local n alive=0 all=1
     for n in "${PROCS[@]}"; do
-        if [[ -n "$(running_pid "$dir" "$n")" ]]; then alive=1; else all=0; fi
+        if [[ -n "$(server_pid "$dir" "$n")" ]]; then alive=1; else all=0; fi
     done
     if ((all)); then
         local old_port
@@ -409,7 +291,7 @@ cmd_start() {
     local t0 pid
     t0="$(date +%s%N)"
     local storage=(--storage_system=postgresql --quota_system=noop --postgresql_uri="$db_url")
-    pid="$(spawn "$dir" trillian_log_server "$TLOG_SERVER_BIN" "${storage[@]}" \
+    pid="$(start_one "$dir" trillian_log_server "$TLOG_SERVER_BIN" "${storage[@]}" \
         --rpc_endpoint="127.0.0.1:$ts_rpc" --http_endpoint="127.0.0.1:$ts_http")"
     wait_for "$dir" trillian_log_server "$pid" "http://127.0.0.1:$ts_http/healthz"
 
@@ -426,14 +308,14 @@ cmd_start() {
         note "created Trillian tree $tree"
     fi
 
-    pid="$(spawn "$dir" trillian_log_signer "$TLOG_SIGNER_BIN" "${storage[@]}" \
+    pid="$(start_one "$dir" trillian_log_signer "$TLOG_SIGNER_BIN" "${storage[@]}" \
         --force_master --sequencer_interval=100ms \
         --rpc_endpoint="127.0.0.1:$sg_rpc" --http_endpoint="127.0.0.1:$sg_http")"
     wait_for "$dir" trillian_log_signer "$pid" "http://127.0.0.1:$sg_http/healthz"
 
     # No search index (it needs Redis or MySQL): the retrieve API and the searchIndex endpoint
     # are off; every other v1 endpoint and every entry type (hashedrekord included) is on.
-    pid="$(spawn "$dir" rekor-server "$REKOR_BIN" serve \
+    pid="$(start_one "$dir" rekor-server "$REKOR_BIN" serve \
         --rekor_server.address=127.0.0.1 --port="$port" \
         --rekor_server.hostname="$CHECKPOINT_HOSTNAME" \
         --rekor_server.signer="$dir/signer.pem" \
@@ -459,7 +341,7 @@ cmd_status() {
     [[ $# -eq 1 ]] || die "usage: $0 status DIR"
     local n pid line="" ok=1
     for n in "${PROCS[@]}"; do
-        pid="$(running_pid "$1" "$n")"
+        pid="$(server_pid "$1" "$n")"
         [[ -n "$pid" ]] || { ok=0; pid=-; }
         line+="$n=$pid "
     done
@@ -475,7 +357,7 @@ cmd_env() {
     [[ $# -eq 1 ]] || die "usage: $0 env DIR"
     local n
     for n in "${PROCS[@]}"; do
-        [[ -n "$(running_pid "$1" "$n")" ]] || die "no running Rekor log for $1 ($n is not running)"
+        [[ -n "$(server_pid "$1" "$n")" ]] || die "no running Rekor log for $1 ($n is not running)"
     done
     print_env "$(<"$1/rekor.port")"
 }

@@ -45,7 +45,9 @@ export BREAKGLASS_CONTROLPLANE_BIN
 BREAKGLASS_CONTROLPLANE_BIN=$(scripts/controlplane.sh build)
 ls -la "$BREAKGLASS_CONTROLPLANE_BIN"
 
-step "server binary for the end-to-end tests"
+# The end-to-end tests run it, and scripts/s3.sh create-bucket / add-user set the recording
+# tests' bucket up with its `recordings init-bucket`.
+step "server binary for the end-to-end tests and the test bucket"
 cargo build -p breakglass-server
 export BREAKGLASS_SERVER_BIN="$CARGO_TARGET_DIR/debug/breakglass-server"
 

@@ -5,7 +5,6 @@ use anyhow::{anyhow, Context as _};
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::discovery::{Discovery, Scope};
 use kube::{Api, Client};
-use serde::Deserialize;
 
 /// Applies every document of `yaml` as field manager `breakglass-e2e`; returns how many.
 pub async fn apply_yaml(client: &Client, yaml: &str) -> anyhow::Result<usize> {
@@ -14,12 +13,13 @@ pub async fn apply_yaml(client: &Client, yaml: &str) -> anyhow::Result<usize> {
         .await
         .context("API discovery")?;
     let mut n = 0;
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let value = serde_yaml::Value::deserialize(doc)?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(yaml).context("parsing the manifests")?;
+    for value in docs {
         if value.is_null() {
             continue;
         }
-        let obj: DynamicObject = serde_yaml::from_value(value)?;
+        let obj: DynamicObject = serde_json::from_value(value)?;
         let tm = obj
             .types
             .as_ref()

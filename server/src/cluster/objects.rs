@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 // The contract names (labels, annotations, roles) are declared once, with the guardrails that
 // match them.
+use crate::guardrails::Identity;
 pub use crate::guardrails::{
     APPROVER_ANNOTATION, COPY_LABEL, COPY_ROLE, GLASS_BROKEN_ANNOTATION, LIVE_ROLE,
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROCESS_ACCESS_ANNOTATION, REQUESTER_ANNOTATION,
@@ -40,19 +41,16 @@ pub fn copy_pod_name(s: &Session) -> String {
 
 /// The RBAC subject for the server's username on a cluster.
 pub fn subject_for(username: &str) -> Subject {
-    match username
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|r| r.split_once(':'))
-    {
-        Some((ns, name)) => Subject {
+    match Identity::parse(username) {
+        Identity::ServiceAccount { namespace, name } => Subject {
             kind: "ServiceAccount".into(),
             name: name.into(),
-            namespace: Some(ns.into()),
+            namespace: Some(namespace.into()),
             api_group: None,
         },
-        None => Subject {
+        Identity::User(name) => Subject {
             kind: "User".into(),
-            name: username.into(),
+            name: name.into(),
             namespace: None,
             api_group: Some("rbac.authorization.k8s.io".into()),
         },

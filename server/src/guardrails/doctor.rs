@@ -1,6 +1,5 @@
 //! `doctor`: checks a live cluster against what [`render`](super::render) produces.
 
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -10,6 +9,8 @@ use serde_json::Value;
 
 use super::render::{render, Manifest, RenderError, RenderInput};
 use super::{COPY_ROLE, DEBUG_IMAGE_PARAM, LIVE_ROLE};
+use crate::cluster::credentials::whoami;
+use crate::cluster::ClusterError;
 use crate::config::{Config, Environment};
 
 pub use breakglass_shared::listing::{GuardrailItem, GuardrailReport, ItemStatus};
@@ -18,29 +19,14 @@ pub use breakglass_shared::listing::{GuardrailItem, GuardrailReport, ItemStatus}
 #[derive(Debug, thiserror::Error)]
 pub enum GuardrailError {
     /// The cluster did not say who the server is (unreachable, bad credentials).
-    #[error("cannot learn the server's identity on the cluster (SelfSubjectReview): {0}")]
-    Identity(String),
+    #[error("{0}")]
+    Identity(#[from] ClusterError),
     /// The policies cannot be rendered for this identity or configuration.
     #[error("cannot render the policies: {0}")]
     Render(#[from] RenderError),
     /// The cluster failed while being checked.
     #[error("talking to the cluster: {0}")]
     Kube(#[from] kube::Error),
-}
-
-/// The server's username on the cluster `client` talks to.
-pub async fn whoami(client: &Client) -> Result<String, GuardrailError> {
-    let reviews: Api<SelfSubjectReview> = Api::all(client.clone());
-    let review = reviews
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .map_err(|e| GuardrailError::Identity(e.to_string()))?;
-    review
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| GuardrailError::Identity("the review names no user".into()))
 }
 
 /// The command that renders and applies the guardrails of `env`.
@@ -63,7 +49,7 @@ pub async fn doctor(
     config: &Config,
     env: &Environment,
 ) -> Result<GuardrailReport, GuardrailError> {
-    let identity = whoami(client).await?;
+    let identity = whoami(&env.name, client.clone()).await?;
     let fix = fix_command(env, &identity);
     let mut items = Vec::new();
     items.push(match &env.identity {

@@ -30,9 +30,13 @@
 //!   privileged container, exactly one debug container.
 
 pub mod doctor;
+mod identity;
+mod manifest;
 pub mod render;
+mod template;
 
 pub use doctor::{doctor, GuardrailError, GuardrailItem, GuardrailReport, ItemStatus};
+pub use identity::Identity;
 pub use render::{render, Manifest, RenderError, RenderInput};
 
 /// ClusterRole bound by a live-mode grant (a contract: never rename).
@@ -95,7 +99,7 @@ pub const POLICIES: [(&str, &str); 7] = [
 /// The pinned digest in `policies/debug-image.yaml` (the admission policy parameter's
 /// default), for the check that the three places agree.
 pub fn policy_parameter_image() -> Result<String, RenderError> {
-    render::default_parameter_image()
+    template::default_parameter_image()
 }
 
 #[cfg(test)]
