@@ -73,7 +73,8 @@ async fn assert_not_reloaded(b: &Browser) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread")]
 async fn request_and_approve_in_the_browser() -> anyhow::Result<()> {
     let dist = frontend_dist()?;
-    let server = WebServer::start(&dist, &[]).await?;
+    // The demo environments have no cluster: requests wait in `Approved` (`--no-clusters`).
+    let server = WebServer::start(&dist, &["--no-clusters"]).await?;
     let result = flow(&server).await;
     if result.is_err() {
         eprintln!("server log:\n{}", server.log_text());

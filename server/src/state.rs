@@ -13,12 +13,12 @@ use tokio::sync::broadcast;
 use crate::cluster::Clusters;
 use crate::config::Config;
 use crate::connections::Connections;
+use crate::fsutil::write_private;
 use crate::lifecycle::{Lifecycle, Ports};
 pub use crate::metrics::Metrics;
 use crate::ports::ClusterOps;
 use crate::recorder::{Recorder, RecorderParts};
 use crate::relay::Relay;
-use crate::fsutil::write_private;
 use crate::store::Store;
 
 /// Everything a request or task needs.
@@ -134,6 +134,7 @@ impl Context {
                 cluster: cluster.clone(),
                 recorder: recorder.clone(),
                 terminals: connections.clone(),
+                park_without_cluster: config.no_clusters,
             },
             recorder_events,
         );

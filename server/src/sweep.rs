@@ -162,8 +162,13 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
         SessionState::Ending,
     ] {
         for s in in_state(ctx, state).await? {
-            let serves = ctx.lifecycle.cluster_for(&s.environment).is_some();
-            if !serves && state != SessionState::Ending {
+            // A request left `Approved` where no cluster serves it is failed by the drive (with
+            // `--no-clusters` it waits); cleanup of an `Ending` one needs no cluster.
+            let owed = match state {
+                SessionState::Ending => true,
+                _ => ctx.lifecycle.owes_activation(&s.environment),
+            };
+            if !owed {
                 continue;
             }
             match ctx.lifecycle.drive(s.id).await {

@@ -225,6 +225,29 @@ pub struct EnvironmentInfo {
     pub permissions: PermissionSet,
     /// Duration bounds for requests there.
     pub durations: DurationBounds,
+    /// The cluster behind it, or why there is none.
+    pub cluster: ClusterStatus,
+}
+
+/// Whether an environment has a cluster behind it, as the UI shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ClusterStatus {
+    /// Credentials are configured; `reached_through` says how (a kubeconfig context, the
+    /// in-cluster service account, a token minted by a home cluster).
+    Configured {
+        /// How the server reaches it.
+        reached_through: String,
+    },
+    /// No cluster: requests fail at once. `fix` names the configuration key and the check.
+    Missing {
+        /// What to change, and the command that checks it.
+        fix: String,
+    },
+    /// No cluster, and the server runs with `--no-clusters`: requests wait in `Approved` (an
+    /// API-only demo); nothing ever activates.
+    ApiOnly,
 }
 
 /// The signed-in user.

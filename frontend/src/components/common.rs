@@ -76,6 +76,34 @@ pub fn StateBadge(
     }
 }
 
+/// The cluster behind an environment: how it is reached, or, without one, what happens to
+/// requests there and what fixes it.
+#[component]
+pub fn ClusterLine(
+    /// The environment's cluster status.
+    cluster: breakglass_shared::api::ClusterStatus,
+) -> impl IntoView {
+    use breakglass_shared::api::ClusterStatus;
+    match cluster {
+        ClusterStatus::Configured { reached_through } => view! {
+            <span class="muted small" data-testid="env-cluster">"cluster: " {reached_through}</span>
+        }
+        .into_any(),
+        ClusterStatus::Missing { fix } => view! {
+            <p class="notice notice-error small" data-testid="env-no-cluster">
+                {fix}
+            </p>
+        }
+        .into_any(),
+        ClusterStatus::ApiOnly => view! {
+            <span class="notice small" data-testid="env-api-only">
+                "API only (--no-clusters): no cluster; requests wait in Approved and never activate"
+            </span>
+        }
+        .into_any(),
+    }
+}
+
 /// A tier badge: Ground or Flight.
 #[component]
 pub fn TierBadge(

@@ -364,6 +364,7 @@ mod tests {
             tier,
             permissions: PermissionSet::ALL,
             durations: DurationBounds::default(),
+            cluster: breakglass_shared::api::ClusterStatus::ApiOnly,
         }
     }
 

@@ -10,7 +10,7 @@ use breakglass_shared::listing::PodInfo;
 
 use crate::api::{self, links};
 use crate::app::{set_title, use_auth};
-use crate::components::common::{dynv, Empty, Loading, TierBadge};
+use crate::components::common::{dynv, ClusterLine, Empty, Loading, TierBadge};
 use crate::components::session_card::SessionCard;
 use crate::fetch::fetch;
 
@@ -51,6 +51,7 @@ fn EnvView(env: String, ns: Memo<Option<String>>) -> impl IntoView {
             <h1>{env.clone()}</h1>
             <TierBadge tier=info.tier/>
         </header>
+        <ClusterLine cluster=info.cluster.clone()/>
         <div class="grid-env">
             <Workloads env=env.clone() ns=ns/>
             <SessionCard environment=e2/>

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 
 use crate::api::links;
 use crate::app::{set_title, use_auth};
-use crate::components::common::{dynv, Empty, TierBadge};
+use crate::components::common::{dynv, ClusterLine, Empty, TierBadge};
 use crate::components::queue_strip::{live_list, ListStates, QueueStrip};
 use crate::components::session_list::SessionRows;
 
@@ -52,6 +52,7 @@ fn Environments() -> impl IntoView {
                                     <li class="env-item">
                                         <a href=links::environment(&e.name) class="env-name">{e.name.clone()}</a>
                                         <TierBadge tier=e.tier/>
+                                        <ClusterLine cluster=e.cluster.clone()/>
                                         <span class="muted small">{format!("you may {}", rights.join(", "))}</span>
                                         <span class="muted small">{format!("{}–{} min", e.durations.min_minutes, e.durations.max_minutes)}</span>
                                     </li>

@@ -30,8 +30,8 @@ pub struct Holders {
     pub groups: Vec<String>,
 }
 
-/// How the server reaches an environment's cluster. Used by activation; an environment without
-/// one can take requests, but they stay `Approved` until a cluster is configured.
+/// How the server reaches an environment's cluster. Used by activation; in an environment
+/// without one, requests fail at once (or, with `--no-clusters`, wait in `Approved`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ClusterCredentials {
@@ -59,6 +59,25 @@ pub enum ClusterCredentials {
         /// PEM file of the target cluster's CA.
         ca_file: Option<PathBuf>,
     },
+}
+
+impl ClusterCredentials {
+    /// How the server reaches the cluster, for people (no secret in it).
+    pub fn describe(&self) -> String {
+        match self {
+            ClusterCredentials::InCluster => "the server's in-cluster service account".into(),
+            ClusterCredentials::Kubeconfig { path, context } => match context {
+                Some(c) => format!("kubeconfig {} (context {c})", path.display()),
+                None => format!("kubeconfig {}", path.display()),
+            },
+            ClusterCredentials::MintedToken {
+                home,
+                server,
+                service_account,
+                ..
+            } => format!("{server}, with tokens of {service_account} minted by `{home}`"),
+        }
+    }
 }
 
 /// One environment.

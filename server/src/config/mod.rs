@@ -53,6 +53,10 @@ pub struct ServeArgs {
     /// configuration has none. Never for production.
     #[arg(long, env = "BREAKGLASS_DEV")]
     pub dev: bool,
+    /// Let requests in environments without a cluster wait in `Approved` (an API-only demo
+    /// or test) instead of failing at once; the UI labels such environments.
+    #[arg(long, env = "BREAKGLASS_NO_CLUSTERS")]
+    pub no_clusters: bool,
 }
 
 /// A configuration problem: which key and why.
@@ -168,6 +172,8 @@ pub struct Config {
     pub server_namespace: String,
     /// The `[recording]` section.
     pub recording: RecordingSettings,
+    /// `--no-clusters`: requests in environments without a cluster wait instead of failing.
+    pub no_clusters: bool,
 }
 
 impl Config {
@@ -249,6 +255,7 @@ impl Config {
             environments: envs.environments,
             debug_image: envs.debug_image,
             server_namespace: envs.server_namespace,
+            no_clusters: args.no_clusters,
         })
     }
 

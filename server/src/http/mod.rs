@@ -9,7 +9,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use breakglass_shared::api::{EnvironmentInfo, UserInfo, WhoAmI};
+use breakglass_shared::api::{ClusterStatus, EnvironmentInfo, UserInfo, WhoAmI};
 use breakglass_shared::{ErrorBody, ErrorCode};
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
@@ -169,6 +169,15 @@ fn environments_for(state: &AppState, user: &CurrentUser) -> Vec<EnvironmentInfo
             tier: e.tier,
             permissions: e.permissions_of(&user.name, &user.groups),
             durations: state.config.durations.for_tier(e.tier),
+            cluster: match &e.cluster {
+                Some(c) => ClusterStatus::Configured {
+                    reached_through: c.describe(),
+                },
+                None if state.config.no_clusters => ClusterStatus::ApiOnly,
+                None => ClusterStatus::Missing {
+                    fix: crate::lifecycle::no_cluster(&e.name),
+                },
+            },
         })
         .filter(|e| e.permissions != breakglass_shared::PermissionSet::NONE)
         .collect()

@@ -19,7 +19,7 @@ impl Lifecycle {
         let mut s = self.get(id).await?;
         let cluster = self.cluster_for(&s.environment).cloned();
         if s.state == SessionState::Approved {
-            if cluster.is_none() {
+            if !self.owes_activation(&s.environment) {
                 return Ok(s);
             }
             s = self.apply_event(id, SessionEvent::BeginActivation).await?;
@@ -27,6 +27,13 @@ impl Lifecycle {
         }
         match (s.state, cluster) {
             (SessionState::Activating, Some(c)) => self.activate(s, c.as_ref()).await,
+            // Nothing was created: the request cannot run here, and waiting would not help.
+            (SessionState::Activating, None) if !self.park_without_cluster => {
+                let error = no_cluster(&s.environment);
+                self.recorder.finish(&s, "activation failed").await;
+                self.apply_event(id, SessionEvent::ActivationFailed { error })
+                    .await
+            }
             (SessionState::Ending, c) => self.end(s, c.as_deref()).await,
             _ => Ok(s),
         }
@@ -103,6 +110,15 @@ impl Lifecycle {
         }
         self.apply_event(id, SessionEvent::CleanupDone).await
     }
+}
+
+/// Why a session in `environment` cannot start, and what fixes it.
+pub fn no_cluster(environment: &str) -> String {
+    format!(
+        "environment `{environment}` has no cluster configured, so no session can start there: \
+         give it a `cluster` in the server's configuration ([[environments]] name = \"{environment}\") \
+         and check it with `breakglass-server doctor --cluster {environment}`"
+    )
 }
 
 /// Whether the row records any object created in the cluster.

@@ -24,6 +24,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 pub use commit::Commit;
+pub use drive::no_cluster;
 
 use crate::ports::{ClusterError, ClusterOps, RecorderEvent, Recordings, Terminals};
 use crate::store::{EventDraft, Store, StoreError};
@@ -64,6 +65,9 @@ pub struct Lifecycle {
     cluster: Option<Arc<dyn ClusterOps>>,
     recorder: Arc<dyn Recordings>,
     terminals: Arc<dyn Terminals>,
+    /// Whether requests in an environment without a cluster wait in `Approved` (the API-only
+    /// `--no-clusters` mode) instead of failing at once.
+    park_without_cluster: bool,
     /// Itself, for the drives it spawns.
     me: Weak<Lifecycle>,
 }
@@ -82,6 +86,9 @@ pub struct Ports {
     pub recorder: Arc<dyn Recordings>,
     /// Terminal connections of this replica.
     pub terminals: Arc<dyn Terminals>,
+    /// `--no-clusters`: requests where no cluster is configured wait in `Approved` instead of
+    /// failing at once with the configuration that fixes it.
+    pub park_without_cluster: bool,
 }
 
 impl Lifecycle {
@@ -94,6 +101,7 @@ impl Lifecycle {
             cluster: ports.cluster,
             recorder: ports.recorder,
             terminals: ports.terminals,
+            park_without_cluster: ports.park_without_cluster,
             me: me.clone(),
         });
         tokio::spawn(progress::drain(Arc::downgrade(&lifecycle), recorder_events));
@@ -103,6 +111,12 @@ impl Lifecycle {
     /// The cluster driver, when it reaches `environment`.
     pub fn cluster_for(&self, environment: &str) -> Option<&Arc<dyn ClusterOps>> {
         self.cluster.as_ref().filter(|c| c.serves(environment))
+    }
+
+    /// Whether this server moves an `Approved` session of `environment` on: activates it, or,
+    /// with no cluster there, fails it at once (unless `--no-clusters` parks it).
+    pub fn owes_activation(&self, environment: &str) -> bool {
+        self.cluster_for(environment).is_some() || !self.park_without_cluster
     }
 
     /// Whether any environment has a cluster driver.
@@ -206,7 +220,7 @@ impl Lifecycle {
         // transitions do not (the running drive carries on by itself).
         let hands_over = kind.hands_over()
             && session.state == SessionState::Approved
-            && self.cluster_for(&session.environment).is_some();
+            && self.owes_activation(&session.environment);
         let ending = kind.ends() && session.state == SessionState::Ending;
         if hands_over || ending {
             self.spawn_drive(session.id);

@@ -74,6 +74,8 @@ pub async fn server_with(
     let dir = tempfile::tempdir().unwrap();
     let args = ServeArgs {
         dev: true,
+        // These tests run the API without clusters: requests wait in `Approved`.
+        no_clusters: true,
         data_dir: Some(dir.path().to_path_buf()),
         database_url,
         static_dir: Some(dir.path().join("dist")),
