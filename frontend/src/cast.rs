@@ -307,7 +307,8 @@ impl CastIndex {
 mod tests {
     use super::*;
 
-    fn out(t: f64, s: &str) -> Event {
+    /// An output event at `t`.
+    pub(super) fn out(t: f64, s: &str) -> Event {
         Event {
             time: t,
             code: Code::Output,

@@ -78,17 +78,8 @@ impl Timeline {
 
 #[cfg(test)]
 mod tests {
-    use breakglass_shared::recording::Code;
-
     use super::*;
-
-    fn out(t: f64, s: &str) -> Event {
-        Event {
-            time: t,
-            code: Code::Output,
-            data: s.into(),
-        }
-    }
+    use crate::cast::tests::out;
 
     #[test]
     fn idle_cap_and_raw_time() {
