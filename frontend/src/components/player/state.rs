@@ -240,11 +240,15 @@ impl PlayerState {
     /// Plays `index` on `term` (already open), from recording second `start`.
     pub fn ready(&self, index: CastIndex, term: xterm::Terminal, start: Option<f64>) {
         self.index.set(Some(index));
-        self.deck.set_value(Some(Deck {
+        let deck = Deck {
             term,
             applied: 0,
             last_frame: None,
-        }));
+        };
+        // Gone already (the page was left while loading): reading the timeline would panic.
+        if self.deck.try_set_value(Some(deck)).is_some() {
+            return;
+        }
         let t0 = start.map_or(0.0, |raw| {
             self.timeline
                 .with_untracked(|tl| tl.as_ref().map_or(0.0, |tl| tl.player_time(raw)))
