@@ -10,8 +10,18 @@
 //! the output after the keyframe up to the moment, which is at most about [`KEYFRAME_BYTES`],
 //! whatever the recording's length. Scrollback above the screen at the seek point is not
 //! restored (the snapshot holds the visible state only).
+//!
+//! The timeline is in [`timeline`], the text index for search in [`text`].
+
+mod text;
+mod timeline;
 
 use breakglass_shared::recording::{Code, Event, Header};
+
+pub use text::Hit;
+pub use timeline::Timeline;
+
+use text::TextIndex;
 
 /// Output bytes between two keyframes (bounds the replay of a seek).
 pub const KEYFRAME_BYTES: usize = 64 * 1024;
@@ -49,15 +59,6 @@ pub struct Marker {
     pub label: String,
 }
 
-/// A search hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hit {
-    /// Byte offset in the text index (pass `offset + 1` to find the next one).
-    pub offset: usize,
-    /// The event whose output completes the match.
-    pub event: usize,
-}
-
 /// Everything the player needs to play, seek and search one recording.
 #[derive(Debug, Clone)]
 pub struct CastIndex {
@@ -65,10 +66,7 @@ pub struct CastIndex {
     events: Vec<Event>,
     keyframes: Vec<Keyframe>,
     markers: Vec<Marker>,
-    /// Output with escape sequences removed, ASCII-lowercased.
-    text: String,
-    /// `text_starts[k]`: where event `k`'s text starts in `text` (one extra entry at the end).
-    text_starts: Vec<usize>,
+    text: TextIndex,
     output_bytes: usize,
 }
 
@@ -80,7 +78,6 @@ pub struct IndexBuilder {
     next: usize,
     bytes_since: usize,
     time_of_last: f64,
-    strip: Strip,
 }
 
 impl IndexBuilder {
@@ -101,8 +98,7 @@ impl IndexBuilder {
                 }],
                 events,
                 markers: vec![],
-                text: String::new(),
-                text_starts: Vec::with_capacity(n + 1),
+                text: TextIndex::with_capacity(n),
                 output_bytes: 0,
             },
             vt,
@@ -110,7 +106,6 @@ impl IndexBuilder {
             next: 0,
             bytes_since: 0,
             time_of_last: 0.0,
-            strip: Strip::Ground,
         }
     }
 
@@ -119,12 +114,12 @@ impl IndexBuilder {
         let mut spent = 0usize;
         while self.next < self.index.events.len() && spent <= budget {
             let i = self.next;
-            self.index.text_starts.push(self.index.text.len());
+            self.index.text.begin_event();
             let e = &self.index.events[i];
             match e.code {
                 Code::Output => {
                     self.vt.feed(e.data.as_str());
-                    self.strip.push(&e.data, &mut self.index.text);
+                    self.index.text.push_output(&e.data);
                     self.bytes_since += e.data.len();
                     self.index.output_bytes += e.data.len();
                     spent += e.data.len();
@@ -172,7 +167,7 @@ impl IndexBuilder {
     /// The finished index (indexes whatever is left first).
     pub fn finish(mut self) -> CastIndex {
         while !self.step(usize::MAX) {}
-        self.index.text_starts.push(self.index.text.len());
+        self.index.text.finish();
         self.index
     }
 }
@@ -299,158 +294,12 @@ impl CastIndex {
     /// The first match of `needle` (case-insensitive for ASCII) at or after text offset `from`,
     /// wrapping around to the start.
     pub fn search(&self, needle: &str, from: usize) -> Option<Hit> {
-        let needle = needle.to_ascii_lowercase();
-        if needle.is_empty() {
-            return None;
-        }
-        let from = from.min(self.text.len());
-        let found = self
-            .text
-            .get(from..)
-            .and_then(|t| t.find(&needle).map(|o| o + from))
-            .or_else(|| self.text.find(&needle))?;
-        let last_byte = found + needle.len() - 1;
-        let event = self
-            .text_starts
-            .partition_point(|&s| s <= last_byte)
-            .saturating_sub(1);
-        Some(Hit {
-            offset: found,
-            event,
-        })
+        self.text.search(needle, from)
     }
 
-    /// How many times `needle` occurs.
+    /// How many times `needle` occurs in the output.
     pub fn count(&self, needle: &str) -> usize {
-        let needle = needle.to_ascii_lowercase();
-        if needle.is_empty() {
-            0
-        } else {
-            self.text.matches(&needle).count()
-        }
-    }
-}
-
-/// Event times with pauses longer than the idle cap shortened to it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Timeline {
-    /// Player time of each event.
-    times: Vec<f64>,
-    /// Recording time of each event.
-    raw: Vec<f64>,
-}
-
-impl Timeline {
-    /// The timeline of `events` with gaps capped at `cap` seconds (`None`: no cap).
-    pub fn new(events: &[Event], cap: Option<f64>) -> Timeline {
-        let mut times = Vec::with_capacity(events.len());
-        let mut raw = Vec::with_capacity(events.len());
-        let (mut prev_raw, mut t) = (0.0f64, 0.0f64);
-        for e in events {
-            let gap = (e.time - prev_raw).max(0.0);
-            t += match cap {
-                Some(c) if c > 0.0 => gap.min(c),
-                _ => gap,
-            };
-            prev_raw = e.time.max(prev_raw);
-            times.push(t);
-            raw.push(prev_raw);
-        }
-        Timeline { times, raw }
-    }
-
-    /// Player length in seconds.
-    pub fn duration(&self) -> f64 {
-        self.times.last().copied().unwrap_or(0.0)
-    }
-
-    /// Player time of event `i` (its end time for `i == len`).
-    pub fn time_of(&self, i: usize) -> f64 {
-        self.times
-            .get(i)
-            .copied()
-            .unwrap_or_else(|| self.duration())
-    }
-
-    /// How many events happen at or before player time `t`.
-    pub fn upto(&self, t: f64) -> usize {
-        self.times.partition_point(|&x| x <= t)
-    }
-
-    /// Player time of recording time `raw` (for `?t=` links).
-    pub fn player_time(&self, raw: f64) -> f64 {
-        let i = self.raw.partition_point(|&x| x <= raw);
-        if i == 0 {
-            return raw.clamp(0.0, self.times.first().copied().unwrap_or(0.0));
-        }
-        let (t0, r0) = (self.times[i - 1], self.raw[i - 1]);
-        match (self.times.get(i), self.raw.get(i)) {
-            // Inside a (possibly capped) gap: move proportionally.
-            (Some(&t1), Some(&r1)) if r1 > r0 => t0 + (raw - r0) / (r1 - r0) * (t1 - t0),
-            _ => t0,
-        }
-    }
-
-    /// Recording time of player time `t` (for "link to this moment").
-    pub fn raw_time(&self, t: f64) -> f64 {
-        let i = self.times.partition_point(|&x| x <= t);
-        if i == 0 {
-            return t.max(0.0);
-        }
-        let (t0, r0) = (self.times[i - 1], self.raw[i - 1]);
-        match (self.times.get(i), self.raw.get(i)) {
-            (Some(&t1), Some(&r1)) if t1 > t0 => r0 + (t - t0) / (t1 - t0) * (r1 - r0),
-            _ => r0 + (t - t0),
-        }
-    }
-}
-
-/// Removes escape sequences from terminal output for the text index, across event boundaries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Strip {
-    Ground,
-    Esc,
-    EscIntermediate,
-    Csi,
-    Osc,
-    StringEsc,
-    Str,
-}
-
-impl Strip {
-    fn push(&mut self, data: &str, out: &mut String) {
-        for c in data.chars() {
-            *self = match (*self, c) {
-                (Strip::Ground, '\x1b') => Strip::Esc,
-                (Strip::Ground, '\n') => {
-                    out.push('\n');
-                    Strip::Ground
-                }
-                (Strip::Ground, '\t') => {
-                    out.push(' ');
-                    Strip::Ground
-                }
-                (Strip::Ground, c) if c.is_control() => Strip::Ground,
-                (Strip::Ground, c) => {
-                    out.push(c.to_ascii_lowercase());
-                    Strip::Ground
-                }
-                (Strip::Esc, '[') => Strip::Csi,
-                (Strip::Esc, ']') => Strip::Osc,
-                (Strip::Esc, 'P' | 'X' | '^' | '_') => Strip::Str,
-                (Strip::Esc, '(' | ')' | '*' | '+' | '-' | '.' | '/' | '#' | '%' | ' ') => {
-                    Strip::EscIntermediate
-                }
-                (Strip::Esc | Strip::EscIntermediate, _) => Strip::Ground,
-                (Strip::Csi, '\x40'..='\x7e') => Strip::Ground,
-                (Strip::Csi, _) => Strip::Csi,
-                (Strip::Osc | Strip::Str, '\x07') => Strip::Ground,
-                (Strip::Osc | Strip::Str, '\x1b') => Strip::StringEsc,
-                (Strip::Osc, _) => Strip::Osc,
-                (Strip::Str, _) => Strip::Str,
-                (Strip::StringEsc, _) => Strip::Ground,
-            }
-        }
+        self.text.count(needle)
     }
 }
 
@@ -458,7 +307,8 @@ impl Strip {
 mod tests {
     use super::*;
 
-    fn out(t: f64, s: &str) -> Event {
+    /// An output event at `t`.
+    pub(super) fn out(t: f64, s: &str) -> Event {
         Event {
             time: t,
             code: Code::Output,
@@ -597,21 +447,6 @@ mod tests {
         assert_eq!(wrapped, first, "wraps around");
         assert_eq!(index.count("hello"), 3);
         assert_eq!(index.search("nowhere", 0), None);
-    }
-
-    #[test]
-    fn idle_cap_and_raw_time() {
-        let events = vec![out(1.0, "a"), out(11.0, "b"), out(12.0, "c")];
-        let tl = Timeline::new(&events, Some(2.0));
-        assert_eq!(tl.duration(), 1.0 + 2.0 + 1.0);
-        assert_eq!(tl.upto(2.9), 1);
-        assert_eq!(tl.upto(3.0), 2);
-        assert_eq!(tl.player_time(11.0), 3.0);
-        assert_eq!(tl.player_time(6.0), 2.0, "halfway through the capped gap");
-        assert_eq!(tl.raw_time(3.0), 11.0);
-        assert_eq!(tl.raw_time(tl.player_time(11.5)), 11.5);
-        let uncapped = Timeline::new(&events, None);
-        assert_eq!(uncapped.duration(), 12.0);
     }
 
     #[test]
