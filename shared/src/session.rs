@@ -12,9 +12,22 @@ use uuid::Uuid;
 use crate::permissions::{Permission, PermissionSet};
 
 /// How strict an environment is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Tier {
     /// Dev and staging: requests are approved automatically.
     Ground,
@@ -23,28 +36,29 @@ pub enum Tier {
 }
 
 impl Tier {
-    /// Lowercase name used on the wire and in the database.
+    /// Lowercase name used on the wire and in the database (`FromStr` reads it back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Ground => "ground",
-            Tier::Flight => "flight",
-        }
-    }
-
-    /// Parses [`Tier::as_str`] output.
-    pub fn parse(s: &str) -> Option<Tier> {
-        match s {
-            "ground" => Some(Tier::Ground),
-            "flight" => Some(Tier::Flight),
-            _ => None,
-        }
+        self.into()
     }
 }
 
 /// How the debug container reaches the pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Mode {
     /// An ephemeral container added to the running pod.
     Live,
@@ -53,26 +67,26 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// Lowercase name used on the wire and in the database.
+    /// Lowercase name used on the wire and in the database (`FromStr` reads it back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Live => "live",
-            Mode::Copy => "copy",
-        }
-    }
-
-    /// Parses [`Mode::as_str`] output.
-    pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "live" => Some(Mode::Live),
-            "copy" => Some(Mode::Copy),
-            _ => None,
-        }
+        self.into()
     }
 }
 
-/// Where a session is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Where a session is in its life. Its name on the wire and in the database is the variant's.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub enum SessionState {
     /// Flight only: waiting for a second person.
@@ -134,34 +148,21 @@ impl SessionState {
 
     /// The name used on the wire and in the database.
     pub fn as_str(self) -> &'static str {
-        match self {
-            SessionState::PendingApproval => "PendingApproval",
-            SessionState::Approved => "Approved",
-            SessionState::Activating => "Activating",
-            SessionState::Active => "Active",
-            SessionState::Ending => "Ending",
-            SessionState::Ended => "Ended",
-            SessionState::Denied => "Denied",
-            SessionState::Expired => "Expired",
-            SessionState::Withdrawn => "Withdrawn",
-            SessionState::Failed => "Failed",
-        }
+        self.into()
     }
 
-    /// Parses [`SessionState::as_str`] output.
+    /// Parses [`SessionState::as_str`] output; `None` for anything else (a form's empty
+    /// "any state" option, a hand-edited row).
     pub fn parse(s: &str) -> Option<SessionState> {
-        SessionState::ALL.into_iter().find(|st| st.as_str() == s)
+        s.parse().ok()
     }
 }
 
-impl std::fmt::Display for SessionState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Why an active session ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Why an active session ended. The kind name (the variant's) is the `kind` on the wire and
+/// the `end_reason` column.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumString,
+)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(tag = "kind")]
 pub enum EndReason {
@@ -187,31 +188,16 @@ pub enum EndReason {
 impl EndReason {
     /// The kind name, e.g. `TtlExpired`.
     pub fn kind(&self) -> &'static str {
-        match self {
-            EndReason::UserEnded => "UserEnded",
-            EndReason::Terminated { .. } => "Terminated",
-            EndReason::TtlExpired => "TtlExpired",
-            EndReason::PodGone => "PodGone",
-            EndReason::RelayError => "RelayError",
-            EndReason::RecordingFailed => "RecordingFailed",
-            EndReason::AdminForceEnded => "AdminForceEnded",
-        }
+        self.into()
     }
 
-    /// Rebuilds a reason from its kind and, for `Terminated`, who did it.
+    /// Rebuilds a reason from its kind and, for `Terminated`, who did it (required there).
     pub fn from_parts(kind: &str, by: Option<&str>) -> Option<EndReason> {
-        Some(match kind {
-            "UserEnded" => EndReason::UserEnded,
-            "Terminated" => EndReason::Terminated {
-                by: by?.to_string(),
-            },
-            "TtlExpired" => EndReason::TtlExpired,
-            "PodGone" => EndReason::PodGone,
-            "RelayError" => EndReason::RelayError,
-            "RecordingFailed" => EndReason::RecordingFailed,
-            "AdminForceEnded" => EndReason::AdminForceEnded,
-            _ => return None,
-        })
+        let mut reason: EndReason = kind.parse().ok()?;
+        if let EndReason::Terminated { by: who } = &mut reason {
+            *who = by?.to_string();
+        }
+        Some(reason)
     }
 
     /// Who ended it, when a person did.
@@ -291,7 +277,8 @@ pub enum Progress {
 }
 
 /// Everything that can happen to a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum SessionEvent {
     /// A second person approves (Flight).
     Approve {
@@ -343,22 +330,10 @@ pub enum SessionEvent {
 }
 
 impl SessionEvent {
-    /// Short stable name for the events table and metrics.
+    /// Short stable name for the events table and metrics: the variant in snake case
+    /// (`break_glass`, `cleanup_done`).
     pub fn kind(&self) -> &'static str {
-        match self {
-            SessionEvent::Approve { .. } => "approve",
-            SessionEvent::Deny { .. } => "deny",
-            SessionEvent::BreakGlass { .. } => "break_glass",
-            SessionEvent::End { .. } => "end",
-            SessionEvent::Terminate { .. } => "terminate",
-            SessionEvent::SystemEnd { .. } => "system_end",
-            SessionEvent::Expire => "expire",
-            SessionEvent::BeginActivation => "begin_activation",
-            SessionEvent::Activated => "activated",
-            SessionEvent::ActivationFailed { .. } => "activation_failed",
-            SessionEvent::CleanupDone => "cleanup_done",
-            SessionEvent::Progress(_) => "progress",
-        }
+        self.into()
     }
 
     /// Who causes it.
@@ -470,9 +445,21 @@ pub struct RekorEntry {
 }
 
 /// A reviewer's verdict on a finished session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Verdict {
     /// Nothing wrong seen.
     Ok,
@@ -481,21 +468,9 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Lowercase name used on the wire and in the database.
+    /// Lowercase name used on the wire and in the database (`FromStr` reads it back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Ok => "ok",
-            Verdict::Concern => "concern",
-        }
-    }
-
-    /// Parses [`Verdict::as_str`] output.
-    pub fn parse(s: &str) -> Option<Verdict> {
-        match s {
-            "ok" => Some(Verdict::Ok),
-            "concern" => Some(Verdict::Concern),
-            _ => None,
-        }
+        self.into()
     }
 }
 
@@ -957,6 +932,7 @@ pub fn short_id(id: &Uuid) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::json;
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-01-01 12:00 UTC);
@@ -1298,6 +1274,58 @@ mod tests {
             assert_eq!(EndReason::from_parts(r.kind(), r.by()), Some(r.clone()));
         }
         assert_eq!(short_id(&Uuid::from_u128(0xabcdef12)), "abcdef12");
+    }
+
+    #[test]
+    fn derived_names_are_the_wire_names() {
+        let serde_name = |v: serde_json::Value| v.as_str().map(str::to_string);
+        for s in SessionState::ALL {
+            assert_eq!(serde_name(json!(s)).as_deref(), Some(s.as_str()));
+            assert_eq!(s.to_string(), s.as_str());
+        }
+        assert_eq!(
+            [Tier::Ground.as_str(), Tier::Flight.as_str()],
+            ["ground", "flight"]
+        );
+        assert_eq!([Mode::Live.as_str(), Mode::Copy.as_str()], ["live", "copy"]);
+        assert_eq!(
+            [Verdict::Ok.as_str(), Verdict::Concern.as_str()],
+            ["ok", "concern"]
+        );
+        for t in [Tier::Ground, Tier::Flight] {
+            assert_eq!(serde_name(json!(t)).as_deref(), Some(t.as_str()));
+            assert_eq!(t.as_str().parse::<Tier>(), Ok(t));
+        }
+        for m in [Mode::Live, Mode::Copy] {
+            assert_eq!(serde_name(json!(m)).as_deref(), Some(m.as_str()));
+            assert_eq!(m.as_str().parse::<Mode>(), Ok(m));
+        }
+        for v in [Verdict::Ok, Verdict::Concern] {
+            assert_eq!(serde_name(json!(v)).as_deref(), Some(v.as_str()));
+            assert_eq!(v.as_str().parse::<Verdict>(), Ok(v));
+        }
+        let r = EndReason::Terminated { by: "x".into() };
+        assert_eq!(json!(r)["kind"], "Terminated");
+        assert_eq!(r.kind(), "Terminated");
+        assert_eq!(EndReason::from_parts("Terminated", None), None);
+        let kinds: Vec<&str> = all_events().iter().map(SessionEvent::kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                "approve",
+                "deny",
+                "break_glass",
+                "end",
+                "terminate",
+                "system_end",
+                "expire",
+                "begin_activation",
+                "activated",
+                "activation_failed",
+                "cleanup_done",
+                "progress"
+            ]
+        );
     }
 
     fn arb_actor() -> impl Strategy<Value = Actor> {

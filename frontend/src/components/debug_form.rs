@@ -45,7 +45,7 @@ pub fn check(
     let mut note = |e: FieldError| {
         errors.entry(e.field.to_string()).or_insert(e.message);
     };
-    let mode = Mode::parse(&input.mode).unwrap_or(Mode::Live);
+    let mode = input.mode.parse().unwrap_or(Mode::Live);
     let target = input.target.trim();
     if !target.is_empty() {
         if let Err(e) = validate::dns_label("target_container", target) {

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use breakglass_shared::validate;
 use breakglass_shared::Tier;
 use serde_json::Value;
 
@@ -184,7 +185,7 @@ pub fn render(input: &RenderInput) -> Result<Vec<Manifest>, RenderError> {
         .iter()
         .chain(std::iter::once(&input.server_namespace))
     {
-        if !is_dns_label(ns) {
+        if validate::dns_label("namespace", ns).is_err() {
             return Err(RenderError::Value(format!(
                 "namespace `{ns}` is not a DNS label"
             )));
@@ -329,7 +330,10 @@ fn check_identity(identity: &str) -> Result<(), RenderError> {
     }
     if let Some(rest) = identity.strip_prefix("system:serviceaccount:") {
         match rest.split_once(':') {
-            Some((ns, name)) if is_dns_label(ns) && !name.is_empty() && !name.contains(':') => {}
+            Some((ns, name))
+                if validate::dns_label("namespace", ns).is_ok()
+                    && !name.is_empty()
+                    && !name.contains(':') => {}
             _ => {
                 return bad(
                     "a service account username is system:serviceaccount:<namespace>:<name>",
@@ -338,15 +342,6 @@ fn check_identity(identity: &str) -> Result<(), RenderError> {
         }
     }
     Ok(())
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 /// `'text'` (the inputs are checked to need no escaping).

@@ -256,7 +256,7 @@ macro_rules! sql_store {
                 (Some(reviewer), Some(at), Some(v)) => Some(Review {
                     reviewer,
                     at,
-                    verdict: Verdict::parse(&v).ok_or_else(|| corrupt(id, "review_verdict", v))?,
+                    verdict: v.parse::<Verdict>().ok().ok_or_else(|| corrupt(id, "review_verdict", v))?,
                     notes: opt("review_notes")?.unwrap_or_default(),
                 }),
                 _ => None,
@@ -265,11 +265,11 @@ macro_rules! sql_store {
             Ok(Session {
                 id,
                 environment: text("environment")?,
-                tier: Tier::parse(&tier).ok_or_else(|| corrupt(id, "tier", tier.clone()))?,
+                tier: tier.parse::<Tier>().ok().ok_or_else(|| corrupt(id, "tier", tier.clone()))?,
                 namespace: text("namespace")?,
                 pod: text("pod")?,
                 target_container: opt("target_container")?,
-                mode: Mode::parse(&mode).ok_or_else(|| corrupt(id, "mode", mode.clone()))?,
+                mode: mode.parse::<Mode>().ok().ok_or_else(|| corrupt(id, "mode", mode.clone()))?,
                 reason: text("reason")?,
                 ticket: opt("ticket")?,
                 duration_minutes: u32::try_from(duration)
