@@ -5,22 +5,9 @@ use serde::{Deserialize, Serialize};
 /// One permission, granted per environment to users or groups in the server config. Its
 /// contract name is the same for serde (JSON, OpenAPI) and strum (config, messages); a test
 /// holds the two together.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::Display,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 pub enum Permission {
     /// Ask for a session.
     #[serde(rename = "tower.breakglass.request")]

@@ -9,23 +9,13 @@ use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
+use crate::access::Action;
 use crate::permissions::{Permission, PermissionSet};
 
 /// How strict an environment is.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::Display,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum Tier {
@@ -43,20 +33,9 @@ impl Tier {
 }
 
 /// How the debug container reaches the pod.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::Display,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum Mode {
@@ -74,20 +53,9 @@ impl Mode {
 }
 
 /// Where a session is in its life. Its name on the wire and in the database is the variant's.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::Display,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 pub enum SessionState {
     /// Flight only: waiting for a second person.
     PendingApproval,
@@ -160,10 +128,9 @@ impl SessionState {
 
 /// Why an active session ended. The kind name (the variant's) is the `kind` on the wire and
 /// the `end_reason` column.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumString,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString)]
 #[serde(tag = "kind")]
 pub enum EndReason {
     /// The requester ended it.
@@ -359,6 +326,19 @@ impl SessionEvent {
         }
     }
 
+    /// The person's action this event carries out (whose rule [`Session::may`] states), for the
+    /// events people cause.
+    pub fn action(&self) -> Option<Action> {
+        Some(match self {
+            SessionEvent::Approve { .. } => Action::Approve,
+            SessionEvent::Deny { .. } => Action::Deny,
+            SessionEvent::BreakGlass { .. } => Action::BreakGlass,
+            SessionEvent::End { .. } => Action::End,
+            SessionEvent::Terminate { .. } => Action::Terminate,
+            _ => return None,
+        })
+    }
+
     /// True for events only the server itself may cause.
     pub fn is_system(&self) -> bool {
         matches!(self.actor(), Actor::System)
@@ -445,19 +425,9 @@ pub struct RekorEntry {
 }
 
 /// A reviewer's verdict on a finished session.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::Display,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum Verdict {
@@ -702,78 +672,42 @@ impl Session {
             state: self.state,
             event: event.kind(),
         };
+        // People's events pass first the rule `Session::may` states for them.
+        if let Some(action) = event.action() {
+            let (name, perms) = self.person(event)?;
+            self.may_change(action, name, perms)?;
+        }
+        let by = event.actor().name();
         let mut next = self.clone();
         next.version += 1;
         match event {
-            SessionEvent::Approve { by } | SessionEvent::Deny { by, .. } => {
-                let (name, perms) = self.person(event, by)?;
-                if self.tier != Tier::Flight {
-                    return Err(TransitionError::NotFlight);
-                }
-                if self.state != S::PendingApproval {
-                    return Err(wrong());
-                }
-                if name == self.requester {
-                    return Err(TransitionError::OwnRequest);
-                }
-                if !perms.approve {
-                    return Err(TransitionError::MissingPermission(Permission::Approve));
-                }
-                next.approver = Some(name.to_string());
-                next.decided_at = Some(now);
-                if let SessionEvent::Deny { reason, .. } = event {
-                    next.state = S::Denied;
-                    next.denial_reason = Some(reason.clone());
-                    next.finished_at = Some(now);
-                } else {
-                    next.state = S::Approved;
-                }
-            }
-            SessionEvent::BreakGlass { by } => {
-                let (name, perms) = self.person(event, by)?;
-                if self.tier != Tier::Flight {
-                    return Err(TransitionError::NotFlight);
-                }
-                if self.state != S::PendingApproval {
-                    return Err(wrong());
-                }
-                if !perms.self_approve {
-                    return Err(TransitionError::MissingPermission(Permission::SelfApprove));
-                }
-                next.glass_broken_by = Some(name.to_string());
+            SessionEvent::Approve { .. } => {
+                next.approver = Some(by.to_string());
                 next.decided_at = Some(now);
                 next.state = S::Approved;
             }
-            SessionEvent::End { by } => {
-                let (name, _) = self.person(event, by)?;
-                if name != self.requester {
-                    return Err(TransitionError::NotRequester {
-                        requester: self.requester.clone(),
-                    });
-                }
-                match self.state {
-                    S::PendingApproval | S::Approved => {
-                        next.state = S::Withdrawn;
-                        next.finished_at = Some(now);
-                    }
-                    S::Activating | S::Active => next.begin_ending(EndReason::UserEnded, now),
-                    _ => return Err(wrong()),
+            SessionEvent::Deny { reason, .. } => {
+                next.approver = Some(by.to_string());
+                next.decided_at = Some(now);
+                next.state = S::Denied;
+                next.denial_reason = Some(reason.clone());
+                next.finished_at = Some(now);
+            }
+            SessionEvent::BreakGlass { .. } => {
+                next.glass_broken_by = Some(by.to_string());
+                next.decided_at = Some(now);
+                next.state = S::Approved;
+            }
+            SessionEvent::End { .. } => {
+                if matches!(self.state, S::PendingApproval | S::Approved) {
+                    next.state = S::Withdrawn;
+                    next.finished_at = Some(now);
+                } else {
+                    next.begin_ending(EndReason::UserEnded, now);
                 }
             }
-            SessionEvent::Terminate { by } => {
-                let (name, perms) = self.person(event, by)?;
-                if !perms.terminate {
-                    return Err(TransitionError::MissingPermission(Permission::Terminate));
-                }
-                match self.state {
-                    S::Approved | S::Activating | S::Active => next.begin_ending(
-                        EndReason::Terminated {
-                            by: name.to_string(),
-                        },
-                        now,
-                    ),
-                    _ => return Err(wrong()),
-                }
+            SessionEvent::Terminate { .. } => {
+                next.begin_ending(EndReason::Terminated { by: by.to_string() }, now)
             }
             SessionEvent::SystemEnd { reason } => {
                 if matches!(reason, EndReason::UserEnded | EndReason::Terminated { .. }) {
@@ -848,18 +782,7 @@ impl Session {
         notes: &str,
         now: OffsetDateTime,
     ) -> Result<Session, ReviewError> {
-        if !matches!(self.state, SessionState::Ended | SessionState::Failed) {
-            return Err(ReviewError::NotFinished(self.state));
-        }
-        if let Some(r) = &self.review {
-            return Err(ReviewError::AlreadyReviewed(r.reviewer.clone()));
-        }
-        if reviewer == self.requester {
-            return Err(ReviewError::OwnSession);
-        }
-        if !permissions.approve {
-            return Err(ReviewError::MissingPermission(Permission::Approve));
-        }
+        self.may_review(reviewer, permissions)?;
         let mut next = self.clone();
         next.version += 1;
         next.review = Some(Review {
@@ -888,11 +811,12 @@ impl Session {
         Ok(next)
     }
 
+    /// The person causing a person-made `event`, or why the server cannot cause it.
     fn person<'a>(
         &self,
-        event: &SessionEvent,
-        by: &'a Actor,
+        event: &'a SessionEvent,
     ) -> Result<(&'a str, &'a PermissionSet), TransitionError> {
+        let by = event.actor();
         by.user().ok_or_else(|| TransitionError::WrongActor {
             event: event.kind(),
             actor: by.name().to_string(),
@@ -929,13 +853,13 @@ pub fn short_id(id: &Uuid) -> String {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
     use time::macros::datetime;
 
-    const NOW: OffsetDateTime = datetime!(2026-01-01 12:00 UTC);
+    pub(crate) const NOW: OffsetDateTime = datetime!(2026-01-01 12:00 UTC);
 
     fn req(tier: Tier) -> NewSession {
         NewSession {
@@ -960,7 +884,8 @@ mod tests {
         }
     }
 
-    fn session_in(state: SessionState, tier: Tier) -> Session {
+    /// alice's request in `state`, approved by bob where Flight needs it.
+    pub(crate) fn session_in(state: SessionState, tier: Tier) -> Session {
         let mut s = Session::new_request(Uuid::from_u128(7), req(tier), NOW);
         s.state = state;
         if tier == Tier::Flight && state != SessionState::PendingApproval {

@@ -170,7 +170,7 @@ fn environments_for(state: &AppState, user: &CurrentUser) -> Vec<EnvironmentInfo
             permissions: e.permissions_of(&user.name, &user.groups),
             durations: state.config.durations.for_tier(e.tier),
         })
-        .filter(|e| e.permissions != breakglass_shared::PermissionSet::NONE)
+        .filter(|e| e.permissions.any())
         .collect()
 }
 

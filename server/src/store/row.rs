@@ -347,7 +347,8 @@ mod tests {
 
     #[test]
     fn hand_edited_values_are_corrupt_and_name_their_column() {
-        let cases: [(&str, fn(&mut SessionRow)); 5] = [
+        type Edit = fn(&mut SessionRow);
+        let cases: [(&str, Edit); 5] = [
             ("tier", |r| r.tier = "sky".into()),
             ("mode", |r| r.mode = "exec".into()),
             ("state", |r| r.state = "Paused".into()),
