@@ -30,6 +30,13 @@ impl Tier {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// Whether a debugged pod may be recycled at the end when its requester asks: on Ground
+    /// only, never on Flight. The request check ([`crate::validate::recycle`]) and the form
+    /// both ask this.
+    pub fn allows_recycle(self) -> bool {
+        self == Tier::Ground
+    }
 }
 
 /// How the debug container reaches the pod.
@@ -498,7 +505,7 @@ pub struct NewSession {
     pub ticket: Option<String>,
     /// Requested duration in minutes.
     pub duration_minutes: u32,
-    /// Recycle the last ready pod at the end (Ground only).
+    /// Recycle the last ready pod at the end (where [`Tier::allows_recycle`]).
     pub recycle: bool,
     /// Who asks.
     pub requester: String,
@@ -528,7 +535,7 @@ pub struct Session {
     pub ticket: Option<String>,
     /// Requested duration in minutes.
     pub duration_minutes: u32,
-    /// Recycle asked (applies on Ground only).
+    /// Recycle asked (only where [`Tier::allows_recycle`]).
     pub recycle: bool,
     /// Who asked.
     pub requester: String,
@@ -608,8 +615,9 @@ impl Session {
             reason: req.reason,
             ticket: req.ticket,
             duration_minutes: req.duration_minutes,
-            // The recycle rule never applies on Flight, so the flag is not kept there.
-            recycle: req.recycle && req.tier == Tier::Ground,
+            // Validation (`validate::recycle`) owns the rule and refuses the flag on Flight; this
+            // only keeps a request that skipped it from storing a flag that could never apply.
+            recycle: req.recycle && req.tier.allows_recycle(),
             requester: req.requester,
             approver: None,
             glass_broken_by: None,

@@ -10,9 +10,7 @@ use breakglass_shared::api::{
 };
 use breakglass_shared::session::NewSession;
 use breakglass_shared::validate;
-use breakglass_shared::{
-    Actor, ErrorBody, PermissionSet, Session, SessionEvent, SessionState, Tier,
-};
+use breakglass_shared::{Actor, ErrorBody, PermissionSet, Session, SessionEvent, SessionState};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -58,12 +56,8 @@ pub async fn create(
     }
     let bounds = state.config.durations.for_tier(env.tier);
     req.validate(&bounds)?;
-    if req.recycle && env.tier == Tier::Flight {
-        return Err(ApiError::invalid(
-            "recycle",
-            "pods are never recycled on a Flight environment; untick recycle",
-        ));
-    }
+    // This message has always gone out without the "recycle: " prefix other field errors carry.
+    validate::recycle(env.tier, req.recycle).map_err(|e| ApiError::invalid(e.field, e.message))?;
     let new = NewSession {
         environment: env.name.clone(),
         tier: env.tier,
