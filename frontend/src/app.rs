@@ -1,8 +1,9 @@
 //! The application shell: who is signed in (and the dev-login switcher), the live feed, the
 //! top bar and the routes. Pages live in [`crate::pages`], components in [`crate::components`].
 
+use breakglass_shared::access::Action;
 use breakglass_shared::api::{EnvironmentInfo, WhoAmI};
-use breakglass_shared::Session;
+use breakglass_shared::{PermissionSet, Session};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::components::{Route, Router, Routes, A};
@@ -42,37 +43,16 @@ impl Auth {
         self.user().is_some_and(|u| u == s.requester)
     }
 
-    /// Whether the user may approve or deny `s`: `approve` there, and not their own request.
-    pub fn may_approve(&self, s: &Session) -> bool {
-        !self.is_requester(s)
-            && self
-                .env(&s.environment)
-                .is_some_and(|e| e.permissions.approve)
-    }
-
-    /// Whether the user may break the glass on `s` (`self` there).
-    pub fn may_break_glass(&self, s: &Session) -> bool {
-        self.env(&s.environment)
-            .is_some_and(|e| e.permissions.self_approve)
-    }
-
-    /// Whether the user may terminate `s` (`terminate` there, someone else's session).
-    pub fn may_terminate(&self, s: &Session) -> bool {
-        !self.is_requester(s)
-            && self
-                .env(&s.environment)
-                .is_some_and(|e| e.permissions.terminate)
-    }
-
-    /// Whether the user may review `s` (`approve` there, not their own, finished, unreviewed).
-    pub fn may_review(&self, s: &Session) -> bool {
-        s.state.is_final()
-            && s.active_at.is_some()
-            && s.review.is_none()
-            && !self.is_requester(s)
-            && self
-                .env(&s.environment)
-                .is_some_and(|e| e.permissions.approve)
+    /// Whether the server would let the user do `action` to `s` now: the shared rule
+    /// ([`Session::may`]) with the user's permissions in its environment (tracked).
+    pub fn may(&self, s: &Session, action: Action) -> bool {
+        let Some(user) = self.user() else {
+            return false;
+        };
+        let permissions = self
+            .env(&s.environment)
+            .map_or(PermissionSet::NONE, |e| e.permissions);
+        s.may(action, &user, &permissions).is_ok()
     }
 }
 

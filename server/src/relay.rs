@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use breakglass_shared::access::{Action, Refusal};
 use breakglass_shared::terminal::{close, Frame, Status, MAX_FRAME};
-use breakglass_shared::SessionState;
+use breakglass_shared::{PermissionSet, SessionState};
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
@@ -72,21 +73,14 @@ impl Relay {
                 .await;
             }
         };
-        if session.requester != user {
-            return close_with(
-                ws,
-                close::NOT_REQUESTER,
-                "only the requester can use this terminal",
-            )
-            .await;
-        }
-        if session.state != SessionState::Active {
-            return close_with(
-                ws,
-                close::NOT_ACTIVE,
-                format!("the session is {}", session.state),
-            )
-            .await;
+        // The terminal rule is the shared one (the UI shows the terminal by it too); it does
+        // not depend on permissions: only the requester types, only while Active.
+        match session.may(Action::UseTerminal, &user, &PermissionSet::NONE) {
+            Ok(()) => {}
+            Err(r @ Refusal::TerminalClosed(_)) => {
+                return close_with(ws, close::NOT_ACTIVE, r.to_string()).await
+            }
+            Err(r) => return close_with(ws, close::NOT_REQUESTER, r.to_string()).await,
         }
         let Some(cluster) = self
             .cluster

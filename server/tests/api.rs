@@ -678,3 +678,32 @@ async fn sweep_expires_requests_that_waited_too_long() {
         );
     }
 }
+
+#[tokio::test]
+async fn recordings_are_for_the_requester_and_approvers() {
+    for s in servers().await {
+        let alice = s.login("alice").await;
+        let bob = s.login("bob").await;
+        let carol = s.login("carol").await;
+        let id = s.create(&bob, "prod").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        for path in ["recording", "recording/verify"] {
+            let path = format!("/api/breakglass/sessions/{id}/{path}");
+            // alice sees the session (she holds request there) but is neither its requester
+            // nor an approver.
+            let r = s.send(&alice, Method::GET, &path, None).await;
+            assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+            assert!(r.body["message"]
+                .as_str()
+                .unwrap()
+                .contains("recordings are for the requester"));
+            // The requester and an approver get past the rule: nothing was recorded yet.
+            for who in [&bob, &carol] {
+                let r = s.send(who, Method::GET, &path, None).await;
+                assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+            }
+        }
+    }
+}

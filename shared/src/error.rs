@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::Refusal;
 use crate::session::{ReviewError, SessionState, TransitionError};
 use crate::validate::FieldError;
 
@@ -127,6 +128,24 @@ impl From<ReviewError> for ErrorBody {
     }
 }
 
+impl From<Refusal> for ErrorBody {
+    fn from(e: Refusal) -> Self {
+        let (code, state) = match e {
+            Refusal::Change(e) => return e.into(),
+            Refusal::Review(e) => return e.into(),
+            Refusal::Hidden => (ErrorCode::NotFound, None),
+            Refusal::NotRecordingReader | Refusal::NotTerminalUser => (ErrorCode::Forbidden, None),
+            Refusal::TerminalClosed(s) => (ErrorCode::WrongState, Some(s)),
+        };
+        ErrorBody {
+            code,
+            message: e.to_string(),
+            field: None,
+            state,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +171,10 @@ mod tests {
         let b: ErrorBody = TransitionError::MissingPermission(Permission::Approve).into();
         assert_eq!(b.code.status(), 403);
         assert!(b.message.contains("tower.breakglass.approve"));
+        let b: ErrorBody = Refusal::NotRecordingReader.into();
+        assert_eq!(b.code.status(), 403);
+        let b: ErrorBody = Refusal::Change(TransitionError::OwnRequest).into();
+        assert_eq!(b, TransitionError::OwnRequest.into());
         let json =
             serde_json::to_string(&ErrorBody::new(ErrorCode::NotFound, "x")).unwrap_or_default();
         assert_eq!(json, r#"{"code":"not_found","message":"x"}"#);

@@ -5,6 +5,7 @@
 //! Pure code: no clocks, no I/O, no randomness. Callers pass `now` and identifiers in, so every
 //! rule here is deterministic and testable without a runtime.
 
+pub mod access;
 pub mod api;
 pub mod error;
 pub mod listing;

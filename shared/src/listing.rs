@@ -54,9 +54,10 @@ pub struct PodInfo {
 }
 
 /// The state of one checked guardrail item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum ItemStatus {
     /// Present and as rendered.
     Ok,
@@ -69,11 +70,7 @@ pub enum ItemStatus {
 impl ItemStatus {
     /// Lowercase name, as on the wire.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ItemStatus::Ok => "ok",
-            ItemStatus::Missing => "missing",
-            ItemStatus::Drifted => "drifted",
-        }
+        self.into()
     }
 }
 

@@ -2,21 +2,28 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One permission, granted per environment to users or groups in the server config.
+/// One permission, granted per environment to users or groups in the server config. Its
+/// contract name is the same for serde (JSON, OpenAPI) and strum (config, messages); a test
+/// holds the two together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 pub enum Permission {
     /// Ask for a session.
     #[serde(rename = "tower.breakglass.request")]
+    #[strum(serialize = "tower.breakglass.request")]
     Request,
     /// Approve or deny someone else's request.
     #[serde(rename = "tower.breakglass.approve")]
+    #[strum(serialize = "tower.breakglass.approve")]
     Approve,
     /// End anyone's session.
     #[serde(rename = "tower.breakglass.terminate")]
+    #[strum(serialize = "tower.breakglass.terminate")]
     Terminate,
     /// Break the glass: activate a Flight session without a second person.
     #[serde(rename = "tower.breakglass.self")]
+    #[strum(serialize = "tower.breakglass.self")]
     SelfApprove,
 }
 
@@ -31,23 +38,12 @@ impl Permission {
 
     /// The contract name, e.g. `tower.breakglass.approve`.
     pub fn name(self) -> &'static str {
-        match self {
-            Permission::Request => "tower.breakglass.request",
-            Permission::Approve => "tower.breakglass.approve",
-            Permission::Terminate => "tower.breakglass.terminate",
-            Permission::SelfApprove => "tower.breakglass.self",
-        }
+        self.into()
     }
 
     /// Parses a contract name.
     pub fn from_name(name: &str) -> Option<Permission> {
-        Permission::ALL.into_iter().find(|p| p.name() == name)
-    }
-}
-
-impl std::fmt::Display for Permission {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        name.parse().ok()
     }
 }
 
@@ -101,6 +97,12 @@ impl PermissionSet {
             Permission::Terminate => self.terminate = true,
             Permission::SelfApprove => self.self_approve = true,
         }
+    }
+
+    /// Whether any permission is held: what lets a user see an environment and its sessions at
+    /// all (elsewhere they answer "not found", as if they did not exist).
+    pub fn any(&self) -> bool {
+        *self != PermissionSet::NONE
     }
 
     /// The held permissions, in a stable order.

@@ -9,12 +9,15 @@ use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
+use crate::access::Action;
 use crate::permissions::{Permission, PermissionSet};
 
 /// How strict an environment is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Tier {
     /// Dev and staging: requests are approved automatically.
     Ground,
@@ -23,28 +26,25 @@ pub enum Tier {
 }
 
 impl Tier {
-    /// Lowercase name used on the wire and in the database.
+    /// Lowercase name used on the wire and in the database (`FromStr` reads it back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Ground => "ground",
-            Tier::Flight => "flight",
-        }
+        self.into()
     }
 
-    /// Parses [`Tier::as_str`] output.
-    pub fn parse(s: &str) -> Option<Tier> {
-        match s {
-            "ground" => Some(Tier::Ground),
-            "flight" => Some(Tier::Flight),
-            _ => None,
-        }
+    /// Whether a debugged pod may be recycled at the end when its requester asks: on Ground
+    /// only, never on Flight. The request check ([`crate::validate::recycle`]) and the form
+    /// both ask this.
+    pub fn allows_recycle(self) -> bool {
+        self == Tier::Ground
     }
 }
 
 /// How the debug container reaches the pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Mode {
     /// An ephemeral container added to the running pod.
     Live,
@@ -53,27 +53,16 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// Lowercase name used on the wire and in the database.
+    /// Lowercase name used on the wire and in the database (`FromStr` reads it back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Live => "live",
-            Mode::Copy => "copy",
-        }
-    }
-
-    /// Parses [`Mode::as_str`] output.
-    pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "live" => Some(Mode::Live),
-            "copy" => Some(Mode::Copy),
-            _ => None,
-        }
+        self.into()
     }
 }
 
-/// Where a session is in its life.
+/// Where a session is in its life. Its name on the wire and in the database is the variant's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 pub enum SessionState {
     /// Flight only: waiting for a second person.
     PendingApproval,
@@ -134,35 +123,21 @@ impl SessionState {
 
     /// The name used on the wire and in the database.
     pub fn as_str(self) -> &'static str {
-        match self {
-            SessionState::PendingApproval => "PendingApproval",
-            SessionState::Approved => "Approved",
-            SessionState::Activating => "Activating",
-            SessionState::Active => "Active",
-            SessionState::Ending => "Ending",
-            SessionState::Ended => "Ended",
-            SessionState::Denied => "Denied",
-            SessionState::Expired => "Expired",
-            SessionState::Withdrawn => "Withdrawn",
-            SessionState::Failed => "Failed",
-        }
+        self.into()
     }
 
-    /// Parses [`SessionState::as_str`] output.
+    /// Parses [`SessionState::as_str`] output; `None` for anything else (a form's empty
+    /// "any state" option, a hand-edited row).
     pub fn parse(s: &str) -> Option<SessionState> {
-        SessionState::ALL.into_iter().find(|st| st.as_str() == s)
+        s.parse().ok()
     }
 }
 
-impl std::fmt::Display for SessionState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Why an active session ended.
+/// Why an active session ended. The kind name (the variant's) is the `kind` on the wire and
+/// the `end_reason` column.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString)]
 #[serde(tag = "kind")]
 pub enum EndReason {
     /// The requester ended it.
@@ -187,31 +162,16 @@ pub enum EndReason {
 impl EndReason {
     /// The kind name, e.g. `TtlExpired`.
     pub fn kind(&self) -> &'static str {
-        match self {
-            EndReason::UserEnded => "UserEnded",
-            EndReason::Terminated { .. } => "Terminated",
-            EndReason::TtlExpired => "TtlExpired",
-            EndReason::PodGone => "PodGone",
-            EndReason::RelayError => "RelayError",
-            EndReason::RecordingFailed => "RecordingFailed",
-            EndReason::AdminForceEnded => "AdminForceEnded",
-        }
+        self.into()
     }
 
-    /// Rebuilds a reason from its kind and, for `Terminated`, who did it.
+    /// Rebuilds a reason from its kind and, for `Terminated`, who did it (required there).
     pub fn from_parts(kind: &str, by: Option<&str>) -> Option<EndReason> {
-        Some(match kind {
-            "UserEnded" => EndReason::UserEnded,
-            "Terminated" => EndReason::Terminated {
-                by: by?.to_string(),
-            },
-            "TtlExpired" => EndReason::TtlExpired,
-            "PodGone" => EndReason::PodGone,
-            "RelayError" => EndReason::RelayError,
-            "RecordingFailed" => EndReason::RecordingFailed,
-            "AdminForceEnded" => EndReason::AdminForceEnded,
-            _ => return None,
-        })
+        let mut reason: EndReason = kind.parse().ok()?;
+        if let EndReason::Terminated { by: who } = &mut reason {
+            *who = by?.to_string();
+        }
+        Some(reason)
     }
 
     /// Who ended it, when a person did.
@@ -291,7 +251,8 @@ pub enum Progress {
 }
 
 /// Everything that can happen to a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum SessionEvent {
     /// A second person approves (Flight).
     Approve {
@@ -343,22 +304,10 @@ pub enum SessionEvent {
 }
 
 impl SessionEvent {
-    /// Short stable name for the events table and metrics.
+    /// Short stable name for the events table and metrics: the variant in snake case
+    /// (`break_glass`, `cleanup_done`).
     pub fn kind(&self) -> &'static str {
-        match self {
-            SessionEvent::Approve { .. } => "approve",
-            SessionEvent::Deny { .. } => "deny",
-            SessionEvent::BreakGlass { .. } => "break_glass",
-            SessionEvent::End { .. } => "end",
-            SessionEvent::Terminate { .. } => "terminate",
-            SessionEvent::SystemEnd { .. } => "system_end",
-            SessionEvent::Expire => "expire",
-            SessionEvent::BeginActivation => "begin_activation",
-            SessionEvent::Activated => "activated",
-            SessionEvent::ActivationFailed { .. } => "activation_failed",
-            SessionEvent::CleanupDone => "cleanup_done",
-            SessionEvent::Progress(_) => "progress",
-        }
+        self.into()
     }
 
     /// Who causes it.
@@ -382,6 +331,19 @@ impl SessionEvent {
             SessionEvent::Progress(p) => serde_json::to_string(p).ok(),
             _ => None,
         }
+    }
+
+    /// The person's action this event carries out (whose rule [`Session::may`] states), for the
+    /// events people cause.
+    pub fn action(&self) -> Option<Action> {
+        Some(match self {
+            SessionEvent::Approve { .. } => Action::Approve,
+            SessionEvent::Deny { .. } => Action::Deny,
+            SessionEvent::BreakGlass { .. } => Action::BreakGlass,
+            SessionEvent::End { .. } => Action::End,
+            SessionEvent::Terminate { .. } => Action::Terminate,
+            _ => return None,
+        })
     }
 
     /// True for events only the server itself may cause.
@@ -472,7 +434,9 @@ pub struct RekorEntry {
 /// A reviewer's verdict on a finished session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Verdict {
     /// Nothing wrong seen.
     Ok,
@@ -481,21 +445,9 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Lowercase name used on the wire and in the database.
+    /// Lowercase name used on the wire and in the database (`FromStr` reads it back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Ok => "ok",
-            Verdict::Concern => "concern",
-        }
-    }
-
-    /// Parses [`Verdict::as_str`] output.
-    pub fn parse(s: &str) -> Option<Verdict> {
-        match s {
-            "ok" => Some(Verdict::Ok),
-            "concern" => Some(Verdict::Concern),
-            _ => None,
-        }
+        self.into()
     }
 }
 
@@ -553,7 +505,7 @@ pub struct NewSession {
     pub ticket: Option<String>,
     /// Requested duration in minutes.
     pub duration_minutes: u32,
-    /// Recycle the last ready pod at the end (Ground only).
+    /// Recycle the last ready pod at the end (where [`Tier::allows_recycle`]).
     pub recycle: bool,
     /// Who asks.
     pub requester: String,
@@ -583,7 +535,7 @@ pub struct Session {
     pub ticket: Option<String>,
     /// Requested duration in minutes.
     pub duration_minutes: u32,
-    /// Recycle asked (applies on Ground only).
+    /// Recycle asked (only where [`Tier::allows_recycle`]).
     pub recycle: bool,
     /// Who asked.
     pub requester: String,
@@ -663,8 +615,9 @@ impl Session {
             reason: req.reason,
             ticket: req.ticket,
             duration_minutes: req.duration_minutes,
-            // The recycle rule never applies on Flight, so the flag is not kept there.
-            recycle: req.recycle && req.tier == Tier::Ground,
+            // Validation (`validate::recycle`) owns the rule and refuses the flag on Flight; this
+            // only keeps a request that skipped it from storing a flag that could never apply.
+            recycle: req.recycle && req.tier.allows_recycle(),
             requester: req.requester,
             approver: None,
             glass_broken_by: None,
@@ -727,78 +680,42 @@ impl Session {
             state: self.state,
             event: event.kind(),
         };
+        // People's events pass first the rule `Session::may` states for them.
+        if let Some(action) = event.action() {
+            let (name, perms) = self.person(event)?;
+            self.may_change(action, name, perms)?;
+        }
+        let by = event.actor().name();
         let mut next = self.clone();
         next.version += 1;
         match event {
-            SessionEvent::Approve { by } | SessionEvent::Deny { by, .. } => {
-                let (name, perms) = self.person(event, by)?;
-                if self.tier != Tier::Flight {
-                    return Err(TransitionError::NotFlight);
-                }
-                if self.state != S::PendingApproval {
-                    return Err(wrong());
-                }
-                if name == self.requester {
-                    return Err(TransitionError::OwnRequest);
-                }
-                if !perms.approve {
-                    return Err(TransitionError::MissingPermission(Permission::Approve));
-                }
-                next.approver = Some(name.to_string());
-                next.decided_at = Some(now);
-                if let SessionEvent::Deny { reason, .. } = event {
-                    next.state = S::Denied;
-                    next.denial_reason = Some(reason.clone());
-                    next.finished_at = Some(now);
-                } else {
-                    next.state = S::Approved;
-                }
-            }
-            SessionEvent::BreakGlass { by } => {
-                let (name, perms) = self.person(event, by)?;
-                if self.tier != Tier::Flight {
-                    return Err(TransitionError::NotFlight);
-                }
-                if self.state != S::PendingApproval {
-                    return Err(wrong());
-                }
-                if !perms.self_approve {
-                    return Err(TransitionError::MissingPermission(Permission::SelfApprove));
-                }
-                next.glass_broken_by = Some(name.to_string());
+            SessionEvent::Approve { .. } => {
+                next.approver = Some(by.to_string());
                 next.decided_at = Some(now);
                 next.state = S::Approved;
             }
-            SessionEvent::End { by } => {
-                let (name, _) = self.person(event, by)?;
-                if name != self.requester {
-                    return Err(TransitionError::NotRequester {
-                        requester: self.requester.clone(),
-                    });
-                }
-                match self.state {
-                    S::PendingApproval | S::Approved => {
-                        next.state = S::Withdrawn;
-                        next.finished_at = Some(now);
-                    }
-                    S::Activating | S::Active => next.begin_ending(EndReason::UserEnded, now),
-                    _ => return Err(wrong()),
+            SessionEvent::Deny { reason, .. } => {
+                next.approver = Some(by.to_string());
+                next.decided_at = Some(now);
+                next.state = S::Denied;
+                next.denial_reason = Some(reason.clone());
+                next.finished_at = Some(now);
+            }
+            SessionEvent::BreakGlass { .. } => {
+                next.glass_broken_by = Some(by.to_string());
+                next.decided_at = Some(now);
+                next.state = S::Approved;
+            }
+            SessionEvent::End { .. } => {
+                if matches!(self.state, S::PendingApproval | S::Approved) {
+                    next.state = S::Withdrawn;
+                    next.finished_at = Some(now);
+                } else {
+                    next.begin_ending(EndReason::UserEnded, now);
                 }
             }
-            SessionEvent::Terminate { by } => {
-                let (name, perms) = self.person(event, by)?;
-                if !perms.terminate {
-                    return Err(TransitionError::MissingPermission(Permission::Terminate));
-                }
-                match self.state {
-                    S::Approved | S::Activating | S::Active => next.begin_ending(
-                        EndReason::Terminated {
-                            by: name.to_string(),
-                        },
-                        now,
-                    ),
-                    _ => return Err(wrong()),
-                }
+            SessionEvent::Terminate { .. } => {
+                next.begin_ending(EndReason::Terminated { by: by.to_string() }, now)
             }
             SessionEvent::SystemEnd { reason } => {
                 if matches!(reason, EndReason::UserEnded | EndReason::Terminated { .. }) {
@@ -873,18 +790,7 @@ impl Session {
         notes: &str,
         now: OffsetDateTime,
     ) -> Result<Session, ReviewError> {
-        if !matches!(self.state, SessionState::Ended | SessionState::Failed) {
-            return Err(ReviewError::NotFinished(self.state));
-        }
-        if let Some(r) = &self.review {
-            return Err(ReviewError::AlreadyReviewed(r.reviewer.clone()));
-        }
-        if reviewer == self.requester {
-            return Err(ReviewError::OwnSession);
-        }
-        if !permissions.approve {
-            return Err(ReviewError::MissingPermission(Permission::Approve));
-        }
+        self.may_review(reviewer, permissions)?;
         let mut next = self.clone();
         next.version += 1;
         next.review = Some(Review {
@@ -913,11 +819,12 @@ impl Session {
         Ok(next)
     }
 
+    /// The person causing a person-made `event`, or why the server cannot cause it.
     fn person<'a>(
         &self,
-        event: &SessionEvent,
-        by: &'a Actor,
+        event: &'a SessionEvent,
     ) -> Result<(&'a str, &'a PermissionSet), TransitionError> {
+        let by = event.actor();
         by.user().ok_or_else(|| TransitionError::WrongActor {
             event: event.kind(),
             actor: by.name().to_string(),
@@ -954,12 +861,13 @@ pub fn short_id(id: &Uuid) -> String {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::json;
     use time::macros::datetime;
 
-    const NOW: OffsetDateTime = datetime!(2026-01-01 12:00 UTC);
+    pub(crate) const NOW: OffsetDateTime = datetime!(2026-01-01 12:00 UTC);
 
     fn req(tier: Tier) -> NewSession {
         NewSession {
@@ -984,7 +892,8 @@ mod tests {
         }
     }
 
-    fn session_in(state: SessionState, tier: Tier) -> Session {
+    /// alice's request in `state`, approved by bob where Flight needs it.
+    pub(crate) fn session_in(state: SessionState, tier: Tier) -> Session {
         let mut s = Session::new_request(Uuid::from_u128(7), req(tier), NOW);
         s.state = state;
         if tier == Tier::Flight && state != SessionState::PendingApproval {
@@ -1298,6 +1207,58 @@ mod tests {
             assert_eq!(EndReason::from_parts(r.kind(), r.by()), Some(r.clone()));
         }
         assert_eq!(short_id(&Uuid::from_u128(0xabcdef12)), "abcdef12");
+    }
+
+    #[test]
+    fn derived_names_are_the_wire_names() {
+        let serde_name = |v: serde_json::Value| v.as_str().map(str::to_string);
+        for s in SessionState::ALL {
+            assert_eq!(serde_name(json!(s)).as_deref(), Some(s.as_str()));
+            assert_eq!(s.to_string(), s.as_str());
+        }
+        assert_eq!(
+            [Tier::Ground.as_str(), Tier::Flight.as_str()],
+            ["ground", "flight"]
+        );
+        assert_eq!([Mode::Live.as_str(), Mode::Copy.as_str()], ["live", "copy"]);
+        assert_eq!(
+            [Verdict::Ok.as_str(), Verdict::Concern.as_str()],
+            ["ok", "concern"]
+        );
+        for t in [Tier::Ground, Tier::Flight] {
+            assert_eq!(serde_name(json!(t)).as_deref(), Some(t.as_str()));
+            assert_eq!(t.as_str().parse::<Tier>(), Ok(t));
+        }
+        for m in [Mode::Live, Mode::Copy] {
+            assert_eq!(serde_name(json!(m)).as_deref(), Some(m.as_str()));
+            assert_eq!(m.as_str().parse::<Mode>(), Ok(m));
+        }
+        for v in [Verdict::Ok, Verdict::Concern] {
+            assert_eq!(serde_name(json!(v)).as_deref(), Some(v.as_str()));
+            assert_eq!(v.as_str().parse::<Verdict>(), Ok(v));
+        }
+        let r = EndReason::Terminated { by: "x".into() };
+        assert_eq!(json!(r)["kind"], "Terminated");
+        assert_eq!(r.kind(), "Terminated");
+        assert_eq!(EndReason::from_parts("Terminated", None), None);
+        let kinds: Vec<&str> = all_events().iter().map(SessionEvent::kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                "approve",
+                "deny",
+                "break_glass",
+                "end",
+                "terminate",
+                "system_end",
+                "expire",
+                "begin_activation",
+                "activated",
+                "activation_failed",
+                "cleanup_done",
+                "progress"
+            ]
+        );
     }
 
     fn arb_actor() -> impl Strategy<Value = Actor> {

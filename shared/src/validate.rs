@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::session::Tier;
+
 /// A field that failed validation and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -166,6 +168,18 @@ pub fn duration(minutes: u32, bounds: &DurationBounds) -> Result<(), FieldError>
     Ok(())
 }
 
+/// Recycling the pod at the end, when asked, only where the tier allows it
+/// ([`Tier::allows_recycle`]).
+pub fn recycle(tier: Tier, asked: bool) -> Result<(), FieldError> {
+    if asked && !tier.allows_recycle() {
+        return Err(FieldError::new(
+            "recycle",
+            "pods are never recycled on a Flight environment; untick recycle",
+        ));
+    }
+    Ok(())
+}
+
 /// A denial reason or review note: at most 4000 characters; `required` refuses blank text.
 pub fn note(field: &'static str, value: &str, required: bool) -> Result<(), FieldError> {
     if required && value.trim().is_empty() {
@@ -238,6 +252,16 @@ mod tests {
         assert_eq!(duration(60, &b), Ok(()));
         assert!(duration(4, &b).is_err());
         assert!(duration(61, &b).is_err());
+    }
+
+    #[test]
+    fn recycle_only_where_the_tier_allows() {
+        assert_eq!(recycle(Tier::Ground, true), Ok(()));
+        assert_eq!(recycle(Tier::Flight, false), Ok(()));
+        assert_eq!(
+            recycle(Tier::Flight, true).err().map(|e| e.field),
+            Some("recycle")
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The buttons that change a session — approve, deny (with a reason), break the glass, end or
 //! withdraw, terminate — shown only to those allowed, with inline confirmation where it matters.
 
+use breakglass_shared::access::Action as Rule;
 use breakglass_shared::validate;
 use breakglass_shared::{Session, SessionState};
 use leptos::prelude::*;
@@ -58,15 +59,12 @@ pub fn SessionActions(
     let deny_error = RwSignal::new(None::<String>);
 
     let pending = state == SessionState::PendingApproval;
-    let may_approve = pending && auth.may_approve(&session);
-    let may_break = pending && auth.may_break_glass(&session);
-    let running = matches!(
-        state,
-        SessionState::Approved | SessionState::Activating | SessionState::Active
-    );
-    let may_terminate = running && auth.may_terminate(&session);
+    let may_approve = auth.may(&session, Rule::Approve);
+    let may_break = auth.may(&session, Rule::BreakGlass);
     let mine = auth.is_requester(&session);
-    let may_end = with_end && mine && (pending || running);
+    // The requester is offered End rather than Terminate on their own session.
+    let may_terminate = !mine && auth.may(&session, Rule::Terminate);
+    let may_end = with_end && auth.may(&session, Rule::End);
     let end_label = if pending { "Withdraw" } else { "End session" };
     let who = format!(
         "{}'s request for {}/{}",

@@ -45,7 +45,7 @@ pub fn check(
     let mut note = |e: FieldError| {
         errors.entry(e.field.to_string()).or_insert(e.message);
     };
-    let mode = Mode::parse(&input.mode).unwrap_or(Mode::Live);
+    let mode = input.mode.parse().unwrap_or(Mode::Live);
     let target = input.target.trim();
     if !target.is_empty() {
         if let Err(e) = validate::dns_label("target_container", target) {
@@ -76,7 +76,9 @@ pub fn check(
             None
         }
     };
-    let recycle = input.recycle && env.tier == Tier::Ground;
+    // The form offers the checkbox only where the tier allows recycling (the server refuses the
+    // flag elsewhere), so a flag that cannot apply is never sent.
+    let recycle = input.recycle && env.tier.allows_recycle();
     let req = CreateSessionRequest {
         environment: env.name.clone(),
         namespace: namespace.to_string(),
@@ -139,6 +141,7 @@ pub fn DebugForm(
     let form_error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
     let ground = env.tier == Tier::Ground;
+    let offers_recycle = env.tier.allows_recycle();
 
     let error_of = move |field: &'static str| move || errors.with(|e| e.get(field).cloned());
     let invalid =
@@ -287,7 +290,7 @@ pub fn DebugForm(
                 <FieldError id="bg-duration-error" message=Signal::derive(error_of("duration_minutes"))/>
             </div>
 
-            {ground.then(|| view! {
+            {offers_recycle.then(|| view! {
                 <div class="field">
                     <label class="choice">
                         <input type="checkbox" name="recycle" bind:checked=recycle aria-describedby="bg-recycle-hint"/>

@@ -1,6 +1,7 @@
 //! A session's live state: waiting for approval (and who can approve), activating, active with
 //! time left and the terminal, ended with the reason; with the actions the user may take.
 
+use breakglass_shared::access::Action;
 use breakglass_shared::api::SessionDetail;
 use breakglass_shared::{Session, SessionState, Tier};
 use leptos::prelude::*;
@@ -70,10 +71,7 @@ pub fn SessionPanel(
     });
     // The terminal stays mounted while the session is active (state changes do not rebuild it).
     let terminal_for_me = Memo::new(move |_| {
-        session.with(|s| {
-            s.as_ref()
-                .is_some_and(|s| s.state == SessionState::Active && auth.is_requester(s))
-        })
+        session.with(|s| s.as_ref().is_some_and(|s| auth.may(s, Action::UseTerminal)))
     });
 
     view! {

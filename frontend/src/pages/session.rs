@@ -1,5 +1,6 @@
 //! `/sessions/:id`: one session — its live state, actions, events, and the review form.
 
+use breakglass_shared::access::Action;
 use breakglass_shared::api::ReviewRequest;
 use breakglass_shared::session::Verdict;
 use breakglass_shared::validate;
@@ -40,8 +41,9 @@ fn SessionView(id: Uuid) -> impl IntoView {
     set_title(&format!("Session {}", &id.to_string()[..8]));
     let auth = use_auth();
     let (_, session) = live_detail(id);
-    let reviewable =
-        Memo::new(move |_| session.with(|s| s.as_ref().is_some_and(|s| auth.may_review(s))));
+    let reviewable = Memo::new(move |_| {
+        session.with(|s| s.as_ref().is_some_and(|s| auth.may(s, Action::Review)))
+    });
     view! {
         <nav class="breadcrumb" aria-label="Breadcrumb">
             <a href=links::home()>"Home"</a> " › "

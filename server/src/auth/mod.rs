@@ -11,12 +11,15 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method};
 use axum_extra::extract::cookie::{Cookie, SameSite, SignedCookieJar};
+use breakglass_shared::access::{Action, Refusal};
 use breakglass_shared::api::CSRF_HEADER;
-use breakglass_shared::{ErrorCode, PermissionSet};
+use breakglass_shared::{ErrorCode, PermissionSet, Session};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use uuid::Uuid;
 
+use crate::config::Environment;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -81,9 +84,47 @@ impl CurrentUser {
             .config
             .environments
             .iter()
-            .filter(|e| e.permissions_of(&self.name, &self.groups) != PermissionSet::NONE)
+            .filter(|e| e.permissions_of(&self.name, &self.groups).any())
             .map(|e| e.name.clone())
             .collect()
+    }
+
+    /// Environment `name` and the caller's permissions there, if they may see it; an unknown
+    /// environment and one where they hold nothing both answer 404, so others' environments
+    /// look as if they did not exist.
+    pub fn environment<'a>(
+        &self,
+        state: &'a AppState,
+        name: &str,
+    ) -> Result<(&'a Environment, PermissionSet), ApiError> {
+        state
+            .config
+            .environment(name)
+            .map(|e| (e, e.permissions_of(&self.name, &self.groups)))
+            .filter(|(_, p)| p.any())
+            .ok_or_else(|| ApiError::not_found(format!("no environment {name}")))
+    }
+
+    /// Session `id` and the caller's permissions in its environment, if [`Session::may`] lets
+    /// them do `action` to it; a session they may not even see answers 404, as if it did not
+    /// exist.
+    pub async fn session(
+        &self,
+        state: &AppState,
+        id: Uuid,
+        action: Action,
+    ) -> Result<(Session, PermissionSet), ApiError> {
+        let hidden = || ApiError::not_found(format!("no session {id}"));
+        let s = state.store.get(id).await?.ok_or_else(hidden)?;
+        let perms = self.permissions(state, &s.environment);
+        match s.may(action, &self.name, &perms) {
+            Ok(()) => Ok((s, perms)),
+            Err(Refusal::Hidden) => Err(hidden()),
+            Err(refusal) => Err(ApiError {
+                body: refusal.into(),
+                source: None,
+            }),
+        }
     }
 }
 

@@ -2,7 +2,9 @@
 //! service account `system:serviceaccount:<namespace>:<name>`, and binds it as a
 //! `ServiceAccount` subject; every other username is bound as a `User`.
 
-use super::render::{is_dns_label, RenderError};
+use breakglass_shared::validate;
+
+use super::render::RenderError;
 
 /// What Kubernetes puts before `<namespace>:<name>` in a service account's username.
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
@@ -56,7 +58,9 @@ impl<'a> Identity<'a> {
         let identity = Identity::parse(username);
         let well_formed = match identity {
             Identity::ServiceAccount { namespace, name } => {
-                is_dns_label(namespace) && !name.is_empty() && !name.contains(':')
+                validate::dns_label("namespace", namespace).is_ok()
+                    && !name.is_empty()
+                    && !name.contains(':')
             }
             Identity::User(_) => !username.starts_with(SERVICE_ACCOUNT_PREFIX),
         };

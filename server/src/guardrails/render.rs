@@ -2,6 +2,7 @@
 //! and the two ways out: a second identity's set with suffixed names, and YAML for
 //! `kubectl apply -f -`.
 
+use breakglass_shared::validate;
 use breakglass_shared::Tier;
 use serde_json::Value;
 
@@ -84,7 +85,7 @@ pub fn render(input: &RenderInput) -> Result<Vec<Manifest>, RenderError> {
         .iter()
         .chain(std::iter::once(&input.server_namespace))
     {
-        if !is_dns_label(ns) {
+        if validate::dns_label("namespace", ns).is_err() {
             return Err(RenderError::Value(format!(
                 "namespace `{ns}` is not a DNS label"
             )));
@@ -194,16 +195,6 @@ pub fn manifest_yaml(m: &Manifest) -> Result<String, RenderError> {
         text.push('\n');
     }
     Ok(text)
-}
-
-/// A Kubernetes namespace name (RFC 1123 label).
-pub(super) fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 #[cfg(test)]

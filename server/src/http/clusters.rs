@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::Json;
 use breakglass_shared::listing::{NamespaceInfo, PodInfo};
-use breakglass_shared::{ErrorBody, ErrorCode, PermissionSet};
+use breakglass_shared::{ErrorBody, ErrorCode};
 
 use crate::auth::CurrentUser;
 use crate::cluster::listing::{namespace_info, pod_info};
@@ -15,21 +15,6 @@ use crate::config::Environment;
 use crate::error::ApiError;
 use crate::guardrails::doctor::GuardrailReport;
 use crate::state::AppState;
-
-fn environment<'a>(
-    state: &'a AppState,
-    user: &CurrentUser,
-    env: &str,
-) -> Result<&'a Environment, ApiError> {
-    let e = state
-        .config
-        .environment(env)
-        .ok_or_else(|| ApiError::not_found(format!("no environment {env}")))?;
-    if e.permissions_of(&user.name, &user.groups) == PermissionSet::NONE {
-        return Err(ApiError::not_found(format!("no environment {env}")));
-    }
-    Ok(e)
-}
 
 fn clusters(state: &AppState, env: &Environment) -> Result<Arc<Clusters>, ApiError> {
     state
@@ -64,7 +49,7 @@ pub async fn namespaces(
     user: CurrentUser,
     Path(env): Path<String>,
 ) -> Result<Json<Vec<NamespaceInfo>>, ApiError> {
-    let e = environment(&state, &user, &env)?;
+    let (e, _) = user.environment(&state, &env)?;
     let c = clusters(&state, e)?;
     let list = c.namespaces(&env).await.map_err(unavailable)?;
     Ok(Json(
@@ -90,7 +75,7 @@ pub async fn pods(
     Path((env, ns)): Path<(String, String)>,
 ) -> Result<Json<Vec<PodInfo>>, ApiError> {
     breakglass_shared::validate::dns_label("namespace", &ns)?;
-    let e = environment(&state, &user, &env)?;
+    let (e, _) = user.environment(&state, &env)?;
     let c = clusters(&state, e)?;
     let list = c.pods(&env, &ns).await.map_err(unavailable)?;
     Ok(Json(list.iter().filter_map(pod_info).collect()))
@@ -111,7 +96,7 @@ pub async fn guardrails(
     user: CurrentUser,
     Path(env): Path<String>,
 ) -> Result<Json<GuardrailReport>, ApiError> {
-    let e = environment(&state, &user, &env)?;
+    let (e, _) = user.environment(&state, &env)?;
     let c = clusters(&state, e)?;
     let client = c.client(&env).await.map_err(unavailable)?;
     let report = crate::guardrails::doctor::doctor(&client, &state.config, e)

@@ -179,7 +179,7 @@ fn environments_for(state: &AppState, user: &CurrentUser) -> Vec<EnvironmentInfo
                 },
             },
         })
-        .filter(|e| e.permissions != breakglass_shared::PermissionSet::NONE)
+        .filter(|e| e.permissions.any())
         .collect()
 }
 

@@ -5,8 +5,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use breakglass_shared::access::Action;
 use breakglass_shared::recording::{VerifyCheck, VerifyResult};
-use breakglass_shared::{ErrorBody, ErrorCode, Session};
+use breakglass_shared::{ErrorBody, ErrorCode};
 use serde::Deserialize;
 
 use crate::auth::CurrentUser;
@@ -20,27 +21,6 @@ use crate::state::AppState;
 pub struct RecordingQuery {
     /// `true`: as an attachment named `<id>.cast`.
     pub download: Option<bool>,
-}
-
-async fn readable(
-    state: &AppState,
-    user: &CurrentUser,
-    id: uuid::Uuid,
-) -> Result<Session, ApiError> {
-    let s = state
-        .store
-        .get(id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
-    let perms = user.permissions(state, &s.environment);
-    if s.requester != user.name && !perms.approve {
-        return Err(if perms == breakglass_shared::PermissionSet::NONE {
-            ApiError::not_found(format!("no session {id}"))
-        } else {
-            ApiError::forbidden("recordings are for the requester and for approvers and reviewers of this environment")
-        });
-    }
-    Ok(s)
 }
 
 /// The session's recording (asciicast v2): the version on record, or the latest while live.
@@ -58,7 +38,7 @@ pub async fn recording(
     SessionId(id): SessionId,
     ApiQuery(q): ApiQuery<RecordingQuery>,
 ) -> Result<Response, ApiError> {
-    let s = readable(&state, &user, id).await?;
+    let (s, _) = user.session(&state, id, Action::ReadRecording).await?;
     let recorder = &state.recorder;
     let live = !s.state.is_final();
     let version = if live {
@@ -101,7 +81,7 @@ pub async fn verify(
     user: CurrentUser,
     SessionId(id): SessionId,
 ) -> Result<Json<VerifyResult>, ApiError> {
-    let s = readable(&state, &user, id).await?;
+    let (s, _) = user.session(&state, id, Action::ReadRecording).await?;
     let recorder = &state.recorder;
     let rec = s
         .recording

@@ -3,15 +3,14 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use breakglass_shared::access::Action;
 use breakglass_shared::api::{
     CreateSessionRequest, DenyRequest, ListQuery, ReviewRequest, SessionDetail, SessionPage,
     DEFAULT_PAGE, MAX_PAGE,
 };
 use breakglass_shared::session::NewSession;
 use breakglass_shared::validate;
-use breakglass_shared::{
-    Actor, ErrorBody, PermissionSet, Session, SessionEvent, SessionState, Tier,
-};
+use breakglass_shared::{Actor, ErrorBody, PermissionSet, Session, SessionEvent, SessionState};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -27,19 +26,6 @@ fn actor(user: &CurrentUser, permissions: PermissionSet) -> Actor {
         name: user.name.clone(),
         permissions,
     }
-}
-
-/// Reads a session the caller may see; others' environments answer 404, as if it did not exist.
-async fn visible(state: &AppState, user: &CurrentUser, id: Uuid) -> Result<Session, ApiError> {
-    let s = state
-        .store
-        .get(id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
-    if user.permissions(state, &s.environment) == PermissionSet::NONE {
-        return Err(ApiError::not_found(format!("no session {id}")));
-    }
-    Ok(s)
 }
 
 /// Create a request. Ground requests are approved at once; Flight ones wait for a second person.
@@ -70,12 +56,8 @@ pub async fn create(
     }
     let bounds = state.config.durations.for_tier(env.tier);
     req.validate(&bounds)?;
-    if req.recycle && env.tier == Tier::Flight {
-        return Err(ApiError::invalid(
-            "recycle",
-            "pods are never recycled on a Flight environment; untick recycle",
-        ));
-    }
+    // This message has always gone out without the "recycle: " prefix other field errors carry.
+    validate::recycle(env.tier, req.recycle).map_err(|e| ApiError::invalid(e.field, e.message))?;
     let new = NewSession {
         environment: env.name.clone(),
         tier: env.tier,
@@ -177,7 +159,7 @@ pub async fn get(
     user: CurrentUser,
     SessionId(id): SessionId,
 ) -> Result<Json<SessionDetail>, ApiError> {
-    let session = visible(&state, &user, id).await?;
+    let (session, _) = user.session(&state, id, Action::View).await?;
     let events = state.store.events(id).await?;
     let approvers = if session.state == SessionState::PendingApproval {
         approvers_of(&state, &session)
@@ -219,15 +201,16 @@ fn approvers_of(state: &AppState, s: &Session) -> Vec<String> {
     out
 }
 
-/// Shared body of the person-made transitions.
+/// Shared body of the person-made transitions: `action` is refused early by the same rule the
+/// state machine applies to the event `make` builds.
 async fn transition(
     state: &AppState,
     user: &CurrentUser,
     id: Uuid,
+    action: Action,
     make: impl Fn(Actor) -> SessionEvent + Send + Sync,
 ) -> Result<Json<Session>, ApiError> {
-    let s = visible(state, user, id).await?;
-    let perms = user.permissions(state, &s.environment);
+    let (_, perms) = user.session(state, id, action).await?;
     let a = actor(user, perms);
     let next = state
         .lifecycle
@@ -253,13 +236,20 @@ macro_rules! transition_doc {
             user: CurrentUser,
             SessionId(id): SessionId,
         ) -> Result<Json<Session>, ApiError> {
-            transition(&state, &user, id, |by| transition_doc!(@event $name, by)).await
+            transition(&state, &user, id, transition_doc!(@action $name), |by| {
+                transition_doc!(@event $name, by)
+            })
+            .await
         }
     };
     (@event approve, $by:ident) => { SessionEvent::Approve { by: $by } };
     (@event break_glass, $by:ident) => { SessionEvent::BreakGlass { by: $by } };
     (@event end, $by:ident) => { SessionEvent::End { by: $by } };
     (@event terminate, $by:ident) => { SessionEvent::Terminate { by: $by } };
+    (@action approve) => { Action::Approve };
+    (@action break_glass) => { Action::BreakGlass };
+    (@action end) => { Action::End };
+    (@action terminate) => { Action::Terminate };
 }
 
 transition_doc!(
@@ -303,7 +293,7 @@ pub async fn deny(
 ) -> Result<Json<Session>, ApiError> {
     validate::note("reason", &req.reason, true)?;
     let reason = req.reason.trim().to_string();
-    transition(&state, &user, id, |by| SessionEvent::Deny {
+    transition(&state, &user, id, Action::Deny, |by| SessionEvent::Deny {
         by,
         reason: reason.clone(),
     })
@@ -329,8 +319,7 @@ pub async fn review(
     ApiJson(req): ApiJson<ReviewRequest>,
 ) -> Result<Json<Session>, ApiError> {
     validate::note("notes", &req.notes, false)?;
-    let s = visible(&state, &user, id).await?;
-    let perms = user.permissions(&state, &s.environment);
+    let (_, perms) = user.session(&state, id, Action::Review).await?;
     let notes = req.notes.trim().to_string();
     let next = state
         .lifecycle
