@@ -7,6 +7,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod connections;
+pub mod credentials;
 pub mod error;
 pub mod failpoint;
 mod fsutil;

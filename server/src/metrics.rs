@@ -1,4 +1,4 @@
-//! The server's Prometheus metrics, registered once per [`Context`](crate::state::Context) and
+//! The server's Prometheus metrics, registered once per server context and
 //! handed to the parts that count (the lifecycle, the recorder, the sweep, HTTP).
 
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};

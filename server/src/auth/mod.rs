@@ -23,8 +23,6 @@ use crate::config::Environment;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-pub mod dev;
-
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "breakglass_session";
 /// Proxy header carrying the user name.

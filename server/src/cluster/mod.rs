@@ -19,12 +19,12 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use crate::config::{ClusterCredentials, Config};
+use crate::credentials;
 pub use crate::ports::ClusterError;
 use crate::ports::{ClusterOps, ProgressSink};
 
 mod activate;
 mod cleanup;
-pub mod credentials;
 mod error;
 pub mod listing;
 pub mod objects;

@@ -9,9 +9,9 @@ use serde_json::Value;
 
 use super::render::{render, Manifest, RenderError, RenderInput};
 use super::{COPY_ROLE, DEBUG_IMAGE_PARAM, LIVE_ROLE};
-use crate::cluster::credentials::whoami;
-use crate::cluster::ClusterError;
 use crate::config::{Config, Environment};
+use crate::credentials::whoami;
+use crate::ports::ClusterError;
 
 pub use breakglass_shared::listing::{GuardrailItem, GuardrailReport, ItemStatus};
 

@@ -15,11 +15,12 @@ use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 
-use crate::auth::{self, CurrentUser, MaybeUser};
+use crate::auth::{CurrentUser, MaybeUser};
 use crate::error::ApiError;
 use crate::state::AppState;
 
 pub mod clusters;
+pub mod dev_login;
 pub mod events;
 pub mod extract;
 pub mod recordings;
@@ -36,8 +37,8 @@ pub mod terminal;
     paths(
         whoami,
         environments,
-        auth::dev::login,
-        auth::dev::logout,
+        dev_login::login,
+        dev_login::logout,
         sessions::create,
         sessions::list,
         sessions::get,
@@ -63,8 +64,8 @@ pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .route("/whoami", get(whoami))
         .route("/environments", get(environments))
-        .route("/auth/dev-login", post(auth::dev::login))
-        .route("/auth/logout", post(auth::dev::logout))
+        .route("/auth/dev-login", post(dev_login::login))
+        .route("/auth/logout", post(dev_login::logout))
         .route("/sessions", post(sessions::create).get(sessions::list))
         .route("/sessions/{id}", get(sessions::get))
         .route("/sessions/{id}/approve", post(sessions::approve))

@@ -10,8 +10,8 @@ use kube::api::PostParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 
-use super::ClusterError;
 use crate::config::ClusterCredentials;
+use crate::ports::ClusterError;
 
 /// Lifetime asked for minted tokens: long enough for one step, short enough to be worthless
 /// soon after. The API server may raise it to its minimum (10 minutes).

@@ -1,4 +1,5 @@
-//! The dev login: pick a demo user, no password. Only when enabled, and loudly marked in the UI.
+//! `POST /auth/dev-login` and `/auth/logout`: pick a demo user, no password. Only when enabled,
+//! and loudly marked in the UI. The cookie and CSRF rules it issues are `crate::auth`'s.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -8,10 +9,12 @@ use breakglass_shared::api::{DevLoginRequest, WhoAmI};
 use breakglass_shared::{ErrorBody, ErrorCode};
 use rand::RngCore;
 
-use super::{check_origin, session_cookie, CookieClaims, CurrentUser, SESSION_COOKIE};
+use super::extract::ApiJson;
+use super::whoami_for;
+use crate::auth::{
+    check_origin, csrf_token, session_cookie, CookieClaims, CurrentUser, Source, SESSION_COOKIE,
+};
 use crate::error::ApiError;
-use crate::http::extract::ApiJson;
-use crate::http::whoami_for;
 use crate::state::AppState;
 
 /// Seconds a dev login lasts.
@@ -66,8 +69,8 @@ pub async fn login(
     let current = CurrentUser {
         name: claims.user.clone(),
         groups: claims.groups.clone(),
-        csrf_token: super::csrf_token(&state, &claims.user, &claims.nonce),
-        source: super::Source::DevCookie,
+        csrf_token: csrf_token(&state, &claims.user, &claims.nonce),
+        source: Source::DevCookie,
     };
     let jar = jar.add(session_cookie(&state, &claims));
     Ok((jar, axum::Json(whoami_for(&state, Some(&current)))))
