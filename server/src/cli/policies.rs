@@ -42,17 +42,10 @@ pub enum PoliciesCommand {
 /// Flags of `policies apply`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ApplyArgs {
-    /// The environment (a configured `environments[].name`).
-    #[arg(long)]
-    pub cluster: String,
-    /// The server's username on that cluster; default: the environment's `identity`, else
-    /// learned from the cluster through the environment's configured credentials.
-    #[arg(long)]
-    pub identity: Option<String>,
-    /// Suffix for the objects that name the identity (see `policies render --name-suffix`);
-    /// the doctor check is skipped (it checks the unsuffixed set).
-    #[arg(long, allow_hyphen_values = true)]
-    pub name_suffix: Option<String>,
+    /// The objects (with a name suffix, the doctor check afterwards is skipped: it checks the
+    /// unsuffixed set).
+    #[command(flatten)]
+    pub selection: Selection,
     /// Kubeconfig of an administrator of that cluster (default: `$KUBECONFIG`,
     /// `~/.kube/config`, or the in-cluster service account).
     #[arg(long)]
@@ -60,9 +53,6 @@ pub struct ApplyArgs {
     /// Context in that kubeconfig (default: its current context).
     #[arg(long)]
     pub context: Option<String>,
-    /// Server configuration flags (`--config FILE`, `--dev`, ...).
-    #[command(flatten)]
-    pub serve: ServeArgs,
 }
 
 /// Why `policies apply` stopped.
@@ -100,26 +90,13 @@ pub struct Applied {
     pub report: Option<GuardrailReport>,
 }
 
-impl ApplyArgs {
-    /// The `render` flags naming the same objects.
-    fn render_args(&self) -> RenderArgs {
-        RenderArgs {
-            cluster: self.cluster.clone(),
-            identity: self.identity.clone(),
-            name_suffix: self.name_suffix.clone(),
-            out: None,
-            serve: self.serve.clone(),
-        }
-    }
-}
-
 /// Renders the guardrails for `args`, applies them and runs the doctor.
 pub async fn apply(args: &ApplyArgs) -> Result<Applied, ApplyError> {
-    let config = Config::load(&args.serve).map_err(|e| ApplyError::Config(e.to_string()))?;
-    let mut render_args = args.render_args();
-    let env = find_environment(&config, &args.cluster).map_err(ApplyError::Config)?;
+    let mut selection = args.selection.clone();
+    let config = Config::load(&selection.serve).map_err(|e| ApplyError::Config(e.to_string()))?;
+    let env = find_environment(&config, &selection.cluster).map_err(ApplyError::Config)?;
     let server = Clusters::from_config(&config).filter(|c| c.has(&env.name));
-    if render_args.identity.is_none() && env.identity.is_none() {
+    if selection.identity.is_none() && env.identity.is_none() {
         // Nobody said who the server is there: ask the cluster, as the server itself.
         let Some(clusters) = &server else {
             return Err(ApplyError::Config(format!(
@@ -135,9 +112,9 @@ pub async fn apply(args: &ApplyArgs) -> Result<Applied, ApplyError> {
             .identity(&env.name, &client)
             .await
             .map_err(|e| ApplyError::Cluster(e.to_string()))?;
-        render_args.identity = Some(identity);
+        selection.identity = Some(identity);
     }
-    let (input, manifests) = render_for(&config, &render_args).map_err(ApplyError::Config)?;
+    let (input, manifests) = render_for(&config, &selection).map_err(ApplyError::Config)?;
     let admin = kube_client(args.kubeconfig.as_deref(), args.context.as_deref())
         .await
         .map_err(ApplyError::Cluster)?;
@@ -146,7 +123,7 @@ pub async fn apply(args: &ApplyArgs) -> Result<Applied, ApplyError> {
         apply_one(&admin, m).await?;
         objects.push(m.display_name());
     }
-    let report = match (&server, &args.name_suffix) {
+    let report = match (&server, &selection.name_suffix) {
         (Some(clusters), None) => {
             let client = clusters
                 .client(&env.name)
@@ -198,15 +175,16 @@ async fn settled_report(
     }
 }
 
-/// Flags of `policies render`.
+/// Which guardrails: flags shared by `policies render` and `policies apply`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RenderArgs {
+pub struct Selection {
     /// The environment (a configured `environments[].name`).
     #[arg(long)]
     pub cluster: String,
     /// The server's username on that cluster (overrides the environment's `identity`), e.g.
     /// `system:serviceaccount:breakglass:breakglass-server` or `hangar:home:tower-actor`.
-    /// `breakglass-server doctor` prints it.
+    /// `breakglass-server doctor` prints it. Without either, `render` stops and `apply` asks
+    /// the cluster through the environment's configured credentials.
     #[arg(long)]
     pub identity: Option<String>,
     /// Suffix the names of the objects that name the identity (e.g. `-actor`), to install a
@@ -215,17 +193,25 @@ pub struct RenderArgs {
     /// unsuffixed set.
     #[arg(long, allow_hyphen_values = true)]
     pub name_suffix: Option<String>,
-    /// Write one file per object into this directory (numbered in apply order, so
-    /// `kubectl apply -f DIR` works) instead of printing.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
     /// Server configuration flags (`--config FILE`, `--dev`, ...).
     #[command(flatten)]
     pub serve: ServeArgs,
 }
 
+/// Flags of `policies render`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RenderArgs {
+    /// The objects.
+    #[command(flatten)]
+    pub selection: Selection,
+    /// Write one file per object into this directory (numbered in apply order, so
+    /// `kubectl apply -f DIR` works) instead of printing.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
 /// What `policies render` needs resolved from the configuration and flags.
-pub fn render_input(config: &Config, args: &RenderArgs) -> Result<RenderInput, String> {
+pub fn render_input(config: &Config, args: &Selection) -> Result<RenderInput, String> {
     let env = find_environment(config, &args.cluster)?;
     let identity = args
         .identity
@@ -264,7 +250,7 @@ fn unknown_identity(env: &Environment) -> String {
 /// Renders for `args` with `config`: the input and the objects.
 pub fn render_for(
     config: &Config,
-    args: &RenderArgs,
+    args: &Selection,
 ) -> Result<(RenderInput, Vec<Manifest>), String> {
     let input = render_input(config, args)?;
     let mut manifests = render(&input).map_err(|e| e.to_string())?;
@@ -335,14 +321,14 @@ pub fn main(cmd: PoliciesCommand) -> ExitCode {
     match cmd {
         PoliciesCommand::Apply(args) => apply_main(&args),
         PoliciesCommand::Render(args) => {
-            let config = match Config::load(&args.serve) {
+            let config = match Config::load(&args.selection.serve) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::from(2);
                 }
             };
-            let (input, manifests) = match render_for(&config, &args) {
+            let (input, manifests) = match render_for(&config, &args.selection) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -395,12 +381,11 @@ mod tests {
         Config::resolve(&ServeArgs::default(), file).unwrap()
     }
 
-    fn args(cluster: &str, identity: Option<&str>) -> RenderArgs {
-        RenderArgs {
+    fn args(cluster: &str, identity: Option<&str>) -> Selection {
+        Selection {
             cluster: cluster.into(),
             identity: identity.map(str::to_string),
             name_suffix: None,
-            out: None,
             serve: ServeArgs::default(),
         }
     }
@@ -451,15 +436,15 @@ tier = "ground"
         let file = dir.join("server.toml");
         std::fs::write(&file, config_text).unwrap();
         ApplyArgs {
-            cluster: cluster.into(),
-            identity: None,
-            name_suffix: None,
+            selection: Selection {
+                serve: ServeArgs {
+                    config: Some(file),
+                    ..ServeArgs::default()
+                },
+                ..args(cluster, None)
+            },
             kubeconfig: Some(dir.join("admin.kubeconfig")),
             context: None,
-            serve: ServeArgs {
-                config: Some(file),
-                ..ServeArgs::default()
-            },
         }
     }
 
@@ -511,17 +496,38 @@ tier = "ground"
     }
 
     #[test]
-    fn apply_renders_what_render_would() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut a = apply_args(dir.path(), CONFIG, "prod");
-        a.identity = Some("hangar:home:tower-actor".into());
-        a.name_suffix = Some("-actor".into());
-        let r = a.render_args();
-        assert_eq!(r.cluster, "prod");
-        assert_eq!(r.identity.as_deref(), Some("hangar:home:tower-actor"));
-        assert_eq!(r.name_suffix.as_deref(), Some("-actor"));
-        assert!(r.out.is_none());
-        assert_eq!(r.serve.config, a.serve.config);
+    fn both_subcommands_take_the_same_selection_flags() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            command: PoliciesCommand,
+        }
+        let parse = |args: &[&str]| <Cli as clap::Parser>::try_parse_from(args).unwrap().command;
+        let common = [
+            "--cluster",
+            "prod",
+            "--name-suffix",
+            "-actor",
+            "--config",
+            "c.toml",
+        ];
+        let PoliciesCommand::Apply(a) = parse(
+            &[
+                &["x", "apply", "--kubeconfig", "admin.kubeconfig"][..],
+                &common[..],
+            ]
+            .concat(),
+        ) else {
+            panic!("not apply")
+        };
+        assert_eq!(a.selection.cluster, "prod");
+        assert_eq!(a.selection.name_suffix.as_deref(), Some("-actor"));
+        assert_eq!(a.kubeconfig, Some(PathBuf::from("admin.kubeconfig")));
+        let PoliciesCommand::Render(r) = parse(&[&["x", "render"][..], &common[..]].concat())
+        else {
+            panic!("not render")
+        };
+        assert_eq!(r.selection.serve.config, Some(PathBuf::from("c.toml")));
     }
 
     #[test]
