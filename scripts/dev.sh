@@ -62,17 +62,20 @@ ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 secs() { local ms=$1; printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100)); }
 say() { printf '%s\n' "$*"; }
 STEP_T=0
-STEP_NAME=
-step() { STEP_NAME=$*; STEP_T=$(date +%s%N); printf '==> %s\n' "$*"; }
-done_step() { printf '    %s: %s%s\n' "$STEP_NAME" "$(secs "$(ms_since "$STEP_T")")" "${1:+ ($1)}"; }
+step() { STEP_T=$(date +%s%N); printf '==> %s\n' "$*"; }
+done_step() { printf '    done in %s%s\n' "$(secs "$(ms_since "$STEP_T")")" "${1:+: $1}"; }
 die() { printf 'dev.sh: error: %s\n' "$*" >&2; exit 1; }
 
 # One demo per data directory. The lock is held by this script and inherited by the server
 # and the control planes, so leftovers of a killed demo keep it too.
 exec 8>>"$DIR/.demo.lock"
 if ! flock -n 8; then
-  running=$(awk '{print $2}' "$PIDS" 2>/dev/null | xargs -r ps -o pid=,comm= -p 2>/dev/null | tr -s ' \n' ' ' || true)
-  die "a demo already runs with data in $DIR (processes:${running:- unknown}); use that one, stop it with Ctrl-C in its terminal, or start another with --data-dir DIR --port P"
+  script_pid=$(awk '$1 == "dev.sh" {print $2}' "$PIDS" 2>/dev/null || true)
+  if [[ -n $script_pid ]] && kill -0 "$script_pid" 2>/dev/null; then
+    die "a demo already runs with data in $DIR (scripts/dev.sh, pid $script_pid): use it, stop it with Ctrl-C in its terminal, or start another beside it with --data-dir DIR --port P"
+  fi
+  left=$(awk '$1 != "dev.sh" {print $2}' "$PIDS" 2>/dev/null | xargs -r ps -o pid= -p 2>/dev/null | xargs || true)
+  die "processes of a demo that was killed still run with data in $DIR (pids: ${left:-unknown}); stop them with: kill ${left:-PID}"
 fi
 
 if ((RESET)); then
