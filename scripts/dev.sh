@@ -329,7 +329,7 @@ Try this:
 
 Ready in $(secs "$(ms_since "$T0")"). Logs: $STATE/server.log, $DIR/clusters/*/kube/controlplane.log.
 Kubectl: KUBECONFIG=$DIR/clusters/prod/kube/admin.kubeconfig kubectl get pods -A
-Ctrl-C stops the server and both clusters; the data stays in $DIR (--reset wipes it).
+Ctrl-C stops everything this started; the data stays in $DIR (--reset wipes it).
 EOF
 
 # Until Ctrl-C, SIGTERM, or one of the parts dying (then the rest is stopped too).

@@ -46,7 +46,26 @@ struct Demo {
 impl Demo {
     fn start() -> Demo {
         let data = tempfile::tempdir().unwrap();
-        let mut child = Command::new("bash")
+        let mut cmd = Command::new("bash");
+        // What cargo sets for this test binary a person's shell does not have; build scripts
+        // (ring's) watch some of it, so dev.sh's cargo would rebuild them.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            let per_crate = [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+            ]
+            .iter()
+            .any(|p| key.starts_with(p));
+            if per_crate
+                || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"].contains(&&*key)
+            {
+                cmd.env_remove(&*key);
+            }
+        }
+        let mut child = cmd
             .arg(root().join("scripts/dev.sh"))
             .args(["--port", "0", "--data-dir"])
             .arg(data.path())
@@ -80,13 +99,19 @@ impl Demo {
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    panic!("dev.sh exited before printing the URL: {:?}", self.child.wait());
+                    panic!(
+                        "dev.sh exited before printing the URL: {:?}",
+                        self.child.wait()
+                    );
                 }
             }
             if let Some(status) = self.child.try_wait().unwrap() {
                 panic!("dev.sh exited before printing the URL: {status}");
             }
-            assert!(Instant::now() < deadline, "no URL from dev.sh within {START:?}");
+            assert!(
+                Instant::now() < deadline,
+                "no URL from dev.sh within {START:?}"
+            );
         }
     }
 
@@ -284,9 +309,7 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
     }
     // The demo workloads run: 2 + 1 Deployment replicas, a bare pod, a two-container pod.
     let pods = wait_until("the demo pods of dev running", T, || async {
-        let (st, v) = alice
-            .get("/environments/dev/namespaces/shop/pods")
-            .await?;
+        let (st, v) = alice.get("/environments/dev/namespaces/shop/pods").await?;
         let pods = v.as_array().cloned().unwrap_or_default();
         let running = |p: &&Value| p["phase"] == "Running" && p["ready"] == true;
         Ok((st == 200 && pods.iter().filter(running).count() == 4).then_some(pods))
@@ -294,7 +317,11 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
     .await
     .unwrap();
     let checkout = pods.iter().find(|p| p["name"] == "checkout").unwrap();
-    assert_eq!(checkout["containers"].as_array().unwrap().len(), 2, "{checkout}");
+    assert_eq!(
+        checkout["containers"].as_array().unwrap().len(),
+        2,
+        "{checkout}"
+    );
     let (_, workers) = alice
         .get("/environments/prod/namespaces/payments/pods")
         .await
@@ -303,9 +330,11 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
 
     // A Ground session on the two-container pod, with process access to `app`.
     let id = alice
-        .create(json!({"environment": "dev", "namespace": "shop", "pod": "checkout",
+        .create(
+            json!({"environment": "dev", "namespace": "shop", "pod": "checkout",
                        "mode": "live", "target_container": "app",
-                       "reason": "trying the demo end to end", "duration_minutes": 15}))
+                       "reason": "trying the demo end to end", "duration_minutes": 15}),
+        )
         .await
         .unwrap();
     alice.wait_state(&id, &["Active"], T).await.unwrap();
@@ -387,7 +416,10 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
         if let Some(s) = demo.child.try_wait().unwrap() {
             break s;
         }
-        assert!(Instant::now() < deadline, "dev.sh still runs 60 s after SIGINT");
+        assert!(
+            Instant::now() < deadline,
+            "dev.sh still runs 60 s after SIGINT"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(status.code(), Some(130), "dev.sh exit after SIGINT");
