@@ -26,7 +26,7 @@ enum Command {
     Recordings(breakglass_server::cli::recordings::RecordingsCommand),
     /// Verify a session's stored recording against its session row.
     VerifyRecording(breakglass_server::cli::recordings::VerifyRecordingArgs),
-    /// Cluster guardrails: render the RBAC and admission policies of an environment.
+    /// Cluster guardrails: render or apply the RBAC and admission policies of an environment.
     #[command(subcommand)]
     Policies(breakglass_server::cli::policies::PoliciesCommand),
     /// Check an environment's cluster against its guardrails; exit 1 when anything is

@@ -2,7 +2,7 @@
 //! `policies render` produces, and prints each missing or drifted item with its fix.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -45,30 +45,40 @@ pub async fn run(args: &DoctorArgs) -> Result<GuardrailReport, DoctorError> {
             args.cluster
         ))
     })?;
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let kube_config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .map_err(|e| DoctorError(format!("reading {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .map_err(|e| DoctorError(format!("loading {}: {e}", path.display())))?
-        }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| DoctorError(format!("loading the kubeconfig: {e}")))?,
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| DoctorError(format!("no cluster credentials: {e}")))?,
-    };
-    let client = kube::Client::try_from(kube_config)
-        .map_err(|e| DoctorError(format!("building the cluster client: {e}")))?;
+    let client = kube_client(args.kubeconfig.as_deref(), args.context.as_deref())
+        .await
+        .map_err(DoctorError)?;
     doctor(&client, &config, env)
         .await
         .map_err(|e| DoctorError(e.to_string()))
+}
+
+/// A client from `kubeconfig` (and `context`), else from `$KUBECONFIG`, `~/.kube/config` or
+/// the in-cluster service account, as kubectl would pick.
+pub async fn kube_client(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<kube::Client, String> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let kube_config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| format!("loading {}: {e}", path.display()))?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| format!("loading the kubeconfig: {e}"))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no cluster credentials: {e}"))?,
+    };
+    kube::Client::try_from(kube_config).map_err(|e| format!("building the cluster client: {e}"))
 }
 
 /// The report for people: one line per item, the detail and fix under each problem.

@@ -170,7 +170,8 @@ async fn check_access(
     })
 }
 
-fn api_for(client: &Client, m: &Manifest) -> Option<Api<DynamicObject>> {
+/// The API of `m`'s kind (in its namespace, if namespaced); `None` for a kind never rendered.
+pub fn api_for(client: &Client, m: &Manifest) -> Option<Api<DynamicObject>> {
     let plural = m.plural()?;
     let (group, version) = match m.api_version().split_once('/') {
         Some((g, v)) => (g, v),
