@@ -2,11 +2,11 @@
 //! over defaults. A bad configuration stops the server at start with the key and the reason.
 //!
 //! The TOML file keeps its flat layout ([`FileConfig`]); resolving it is split by section, one
-//! file each: [`server`] (listen address, database, directories), [`auth`] (public URL,
-//! cookie secret, trusted proxies, dev login), [`sessions`] (durations and timings),
-//! [`environments`] (clusters, debug image, protected namespaces) and [`recording`]. Each
-//! section checks its own keys; [`Config::resolve`] only puts the sections together, in the
-//! order the keys are checked.
+//! file each: `server` (listen address, database, directories), `auth` (public URL, cookie
+//! secret, trusted proxies, dev login), `sessions` (durations and timings), `environments`
+//! (clusters, debug image, protected namespaces) and `recording`. Each section checks its own
+//! keys; [`Config::resolve`] only puts the sections together, in the order the keys are
+//! checked.
 
 mod auth;
 mod environments;
