@@ -429,7 +429,7 @@ impl ControlPlane {
             match p.child.try_wait() {
                 Ok(Some(_)) => break,
                 Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50))
+                    std::thread::sleep(Duration::from_millis(50));
                 }
                 _ => {
                     let _ = p.child.kill();

@@ -451,7 +451,7 @@ async fn grant_rule_flight_needs_an_approver_or_a_broken_glass() -> anyhow::Resu
     )
     .await?;
     let self_approved = with(good.clone(), |g| {
-        g["metadata"]["annotations"]["hangar.io/breakglass-approver"] = json!("alice")
+        g["metadata"]["annotations"]["hangar.io/breakglass-approver"] = json!("alice");
     });
     refused_now(
         "approved by the requester",
@@ -460,14 +460,14 @@ async fn grant_rule_flight_needs_an_approver_or_a_broken_glass() -> anyhow::Resu
     )
     .await?;
     let glass_broken = with(unapproved.clone(), |g| {
-        g["metadata"]["annotations"]["hangar.io/breakglass-glass-broken"] = json!("true")
+        g["metadata"]["annotations"]["hangar.io/breakglass-glass-broken"] = json!("true");
     });
     grants
         .create(&dry(), &rb(&glass_broken))
         .await
         .context("glass broken is admitted")?;
     let not_really_broken = with(unapproved.clone(), |g| {
-        g["metadata"]["annotations"]["hangar.io/breakglass-glass-broken"] = json!("yes")
+        g["metadata"]["annotations"]["hangar.io/breakglass-glass-broken"] = json!("yes");
     });
     refused_now(
         "glass-broken not \"true\"",
@@ -530,7 +530,7 @@ async fn grant_rule_shape() -> anyhow::Result<()> {
         (
             "TTL label differs from the annotation",
             with(good.clone(), |g| {
-                g["metadata"]["labels"]["cleanup.kyverno.io/ttl"] = json!("20m")
+                g["metadata"]["labels"]["cleanup.kyverno.io/ttl"] = json!("20m");
             }),
             "hangar.io/breakglass-ttl and label cleanup.kyverno.io/ttl",
         ),
@@ -565,32 +565,29 @@ async fn grant_rule_shape() -> anyhow::Result<()> {
         (
             "session not a uuid",
             with(good.clone(), |g| {
-                g["metadata"]["labels"]["hangar.io/breakglass-session"] = json!("abc")
+                g["metadata"]["labels"]["hangar.io/breakglass-session"] = json!("abc");
             }),
             "hangar.io/breakglass-session=<session id>",
         ),
         (
             "name not from the session",
             with(good.clone(), |g| {
-                g["metadata"]["name"] = json!("breakglass-00000000")
+                g["metadata"]["name"] = json!("breakglass-00000000");
             }),
             "named breakglass-<last 8 hex digits",
         ),
         (
             "another subject",
-            with(
-                good.clone(),
-                |g| {
-                    g["subjects"] =
-                        json!([{"kind": "ServiceAccount", "name": "default", "namespace": n}])
-                },
-            ),
+            with(good.clone(), |g| {
+                g["subjects"] =
+                    json!([{"kind": "ServiceAccount", "name": "default", "namespace": n}]);
+            }),
             "the only subject of a grant is the server itself",
         ),
         (
             "a second subject",
             with(good.clone(), |g| {
-                g["subjects"].as_array_mut().unwrap().push(json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}))
+                g["subjects"].as_array_mut().unwrap().push(json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}));
             }),
             "the only subject",
         ),
@@ -607,13 +604,10 @@ async fn grant_rule_shape() -> anyhow::Result<()> {
             &serde_json::from_value(json!({"metadata": {"name": "empty"}, "rules": []}))?,
         )
         .await?;
-    let other_role = with(
-        good.clone(),
-        |g| {
-            g["roleRef"] =
-                json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "empty"})
-        },
-    );
+    let other_role = with(good.clone(), |g| {
+        g["roleRef"] =
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "empty"});
+    });
     refused_now("a Role instead of a debug ClusterRole", "breakglass-grant: a grant binds ClusterRole tower-breakglass-debug-live or tower-breakglass-debug-copy", grants.create(&dry(), &rb(&other_role))).await?;
     // RBAC itself (before admission) lets the server bind nothing but the two debug roles.
     let view = with(good.clone(), |g| g["roleRef"]["name"] = json!("view"));
@@ -628,7 +622,7 @@ async fn grant_rule_shape() -> anyhow::Result<()> {
     for protected in ["kube-system", "breakglass"] {
         let there: Api<RoleBinding> = Api::namespaced(server.client.clone(), protected);
         let g = with(good.clone(), |g| {
-            g["metadata"]["namespace"] = json!(protected)
+            g["metadata"]["namespace"] = json!(protected);
         });
         refused_now(
             &format!("grant in {protected}"),
@@ -728,7 +722,7 @@ async fn ephemeral_rule_admits_only_well_formed_debug_containers() -> anyhow::Re
     let m = "breakglass-ephemeral:";
 
     let wrong_image = with(good.clone(), |c| {
-        c["image"] = json!("registry.example/toolbox:latest")
+        c["image"] = json!("registry.example/toolbox:latest");
     });
     refused(
         "another image",
@@ -746,7 +740,7 @@ async fn ephemeral_rule_admits_only_well_formed_debug_containers() -> anyhow::Re
         (
             "name not from its session",
             with(good.clone(), |c| {
-                c["env"][0]["value"] = json!(other.to_string())
+                c["env"][0]["value"] = json!(other.to_string());
             }),
             "carries env BREAKGLASS_SESSION=<session id>",
         ),
@@ -765,7 +759,7 @@ async fn ephemeral_rule_admits_only_well_formed_debug_containers() -> anyhow::Re
         (
             "privileged",
             with(good.clone(), |c| {
-                c["securityContext"] = json!({"privileged": true})
+                c["securityContext"] = json!({"privileged": true});
             }),
             "is not privileged and sets allowPrivilegeEscalation: false",
         ),
@@ -777,14 +771,14 @@ async fn ephemeral_rule_admits_only_well_formed_debug_containers() -> anyhow::Re
         (
             "a capability not on the list",
             with(good.clone(), |c| {
-                c["securityContext"]["capabilities"] = json!({"add": ["SYS_ADMIN"]})
+                c["securityContext"]["capabilities"] = json!({"add": ["SYS_ADMIN"]});
             }),
             "adds only capabilities NET_RAW, SYS_PTRACE",
         ),
         (
             "SYS_PTRACE without process access",
             with(good.clone(), |c| {
-                c["securityContext"]["capabilities"] = json!({"add": ["SYS_PTRACE"]})
+                c["securityContext"]["capabilities"] = json!({"add": ["SYS_PTRACE"]});
             }),
             "SYS_PTRACE only with process access",
         ),
@@ -798,7 +792,7 @@ async fn ephemeral_rule_admits_only_well_formed_debug_containers() -> anyhow::Re
         refused_rule_now(what, m, expected, add_debug(&pods, "web", &c, true)).await?;
     }
     let net_raw = with(good.clone(), |c| {
-        c["securityContext"]["capabilities"] = json!({"add": ["NET_RAW"], "drop": ["ALL"]})
+        c["securityContext"]["capabilities"] = json!({"add": ["NET_RAW"], "drop": ["ALL"]});
     });
     add_debug(&pods, "web", &net_raw, true)
         .await
@@ -812,7 +806,7 @@ async fn ephemeral_rule_admits_only_well_formed_debug_containers() -> anyhow::Re
             "{}@sha256:{}",
             "registry.example/x",
             "1".repeat(64)
-        ))
+        ));
     });
     match add_debug(&pods, "web", &changed, true).await {
         Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains("may not be changed") => {}
@@ -980,7 +974,7 @@ async fn copy_pod_rule_admits_only_hardened_labelled_copies() -> anyhow::Result<
     let m = "breakglass-copy-pod:";
 
     let unlabelled = with(good.clone(), |p| {
-        p["metadata"]["labels"] = json!({"app": "web"})
+        p["metadata"]["labels"] = json!({"app": "web"});
     });
     let (dp, unlabelled_pod) = (dry(), pod(&unlabelled));
     refused(
@@ -996,7 +990,7 @@ async fn copy_pod_rule_admits_only_hardened_labelled_copies() -> anyhow::Result<
         (
             "a label a Service could select",
             with(good.clone(), |p| {
-                p["metadata"]["labels"]["app"] = json!("web")
+                p["metadata"]["labels"]["app"] = json!("web");
             }),
             "carries no label but",
         ),
@@ -1016,14 +1010,14 @@ async fn copy_pod_rule_admits_only_hardened_labelled_copies() -> anyhow::Result<
         (
             "a service-account token",
             with(good.clone(), |p| {
-                p["spec"]["automountServiceAccountToken"] = json!(true)
+                p["spec"]["automountServiceAccountToken"] = json!(true);
             }),
             "has no service-account token",
         ),
         (
             "a projected token volume",
             with(good.clone(), |p| {
-                p["spec"]["volumes"].as_array_mut().unwrap().push(json!({"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}))
+                p["spec"]["volumes"].as_array_mut().unwrap().push(json!({"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}));
             }),
             "has no service-account token",
         ),
@@ -1043,14 +1037,14 @@ async fn copy_pod_rule_admits_only_hardened_labelled_copies() -> anyhow::Result<
                 p["spec"]["volumes"]
                     .as_array_mut()
                     .unwrap()
-                    .push(json!({"name": "root", "hostPath": {"path": "/"}}))
+                    .push(json!({"name": "root", "hostPath": {"path": "/"}}));
             }),
             "mounts no hostPath volume",
         ),
         (
             "a privileged container",
             with(good.clone(), |p| {
-                p["spec"]["containers"][0]["securityContext"] = json!({"privileged": true})
+                p["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
             }),
             "no container of a copy pod is privileged",
         ),
@@ -1069,7 +1063,7 @@ async fn copy_pod_rule_admits_only_hardened_labelled_copies() -> anyhow::Result<
         (
             "another image",
             with(good.clone(), |p| {
-                debug(p)["image"] = json!("registry.example/toolbox:latest")
+                debug(p)["image"] = json!("registry.example/toolbox:latest");
             }),
             "the debug container runs the pinned debug image",
         ),
@@ -1091,7 +1085,7 @@ async fn copy_pod_rule_admits_only_hardened_labelled_copies() -> anyhow::Result<
         (
             "SYS_PTRACE without process access",
             with(good.clone(), |p| {
-                debug(p)["securityContext"]["capabilities"] = json!({"add": ["SYS_PTRACE"]})
+                debug(p)["securityContext"]["capabilities"] = json!({"add": ["SYS_PTRACE"]});
             }),
             "SYS_PTRACE only with process access",
         ),
@@ -1545,7 +1539,7 @@ async fn kyverno_manifests_validate_against_kyverno_crd_schemas() -> anyhow::Res
     // The validation is real: a field the schema does not have, or a value its enum refuses,
     // is an error.
     let unknown = with(policy.clone(), |p| {
-        p["spec"]["attestors"][0]["cosign"]["keyless"]["issuer"] = json!("x")
+        p["spec"]["attestors"][0]["cosign"]["keyless"]["issuer"] = json!("x");
     });
     let e = apply(&admin, &unknown, true)
         .await
@@ -1557,7 +1551,7 @@ async fn kyverno_manifests_validate_against_kyverno_crd_schemas() -> anyhow::Res
         "{e}"
     );
     let bad_enum = with(policy.clone(), |p| {
-        p["spec"]["validationActions"] = json!(["Block"])
+        p["spec"]["validationActions"] = json!(["Block"]);
     });
     let e = apply(&admin, &bad_enum, true)
         .await

@@ -455,7 +455,7 @@ pub fn open_events(on_event: impl Fn(StreamEvent) + 'static) -> Result<EventStre
         Box::new(move |_| {
             cb(StreamEvent::Error {
                 closed: src.ready_state() == web_sys::EventSource::CLOSED,
-            })
+            });
         }),
     );
     Ok(EventStream {

@@ -188,7 +188,7 @@ fn Topbar() -> impl IntoView {
                 },
                 Err(e) => error.set(Some(e)),
             }
-        })
+        });
     };
     view! {
         <header class="topbar">

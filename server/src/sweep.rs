@@ -181,7 +181,7 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(id = %s.id, error = %e, "sweep could not move the session on")
+                    tracing::warn!(id = %s.id, error = %e, "sweep could not move the session on");
                 }
             }
         }

@@ -715,7 +715,7 @@ impl Session {
                 }
             }
             SessionEvent::Terminate { .. } => {
-                next.begin_ending(EndReason::Terminated { by: by.to_string() }, now)
+                next.begin_ending(EndReason::Terminated { by: by.to_string() }, now);
             }
             SessionEvent::SystemEnd { reason } => {
                 if matches!(reason, EndReason::UserEnded | EndReason::Terminated { .. }) {

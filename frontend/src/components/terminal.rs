@@ -337,11 +337,11 @@ fn open_socket(
         let Some(i) = weak.upgrade() else { return };
         let code = e
             .dyn_ref::<web_sys::CloseEvent>()
-            .map(|c| c.code())
+            .map(web_sys::CloseEvent::code)
             .unwrap_or(1006);
         let reason = e
             .dyn_ref::<web_sys::CloseEvent>()
-            .map(|c| c.reason())
+            .map(web_sys::CloseEvent::reason)
             .unwrap_or_default();
         if i.stopped.get() {
             return;

@@ -149,7 +149,10 @@ pub fn is_pinned_image(image: &str) -> bool {
 pub fn demo_environments() -> Vec<EnvironmentConfig> {
     let holders = |groups: &[&str]| Holders {
         users: vec![],
-        groups: groups.iter().map(|g| g.to_string()).collect(),
+        groups: groups
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
     };
     let perms = || {
         BTreeMap::from([
@@ -276,8 +279,10 @@ impl EnvironmentConfig {
             })?;
             permissions.insert(p, holders);
         }
-        let mut protected: Vec<String> =
-            PROTECTED_NAMESPACES.iter().map(|n| n.to_string()).collect();
+        let mut protected: Vec<String> = PROTECTED_NAMESPACES
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         protected.push(server_namespace.to_string());
         for (j, n) in self.protected_namespaces.iter().enumerate() {
             validate::dns_label("protected_namespaces", n).map_err(|err| {

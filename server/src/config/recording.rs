@@ -170,7 +170,7 @@ impl TransparencyLogFileConfig {
         let rest = url
             .strip_prefix("https://")
             .or_else(|| url.strip_prefix("http://"));
-        if rest.is_none_or(|r| r.is_empty()) {
+        if rest.is_none_or(str::is_empty) {
             return Err(ConfigError::new(
                 "recording.transparency_log.url",
                 "must be an http:// or https:// URL of a Rekor-compatible log",

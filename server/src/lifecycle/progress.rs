@@ -69,7 +69,7 @@ pub(super) async fn drain(lifecycle: Weak<Lifecycle>, mut events: mpsc::Receiver
                 match r {
                     Ok(_) => failpoint::hit(Failpoint::Recording),
                     Err(e) => {
-                        tracing::debug!(%id, error = %e, "recording version not put on the row")
+                        tracing::debug!(%id, error = %e, "recording version not put on the row");
                     }
                 }
                 let _ = done.send(());

@@ -129,7 +129,7 @@ impl S3Store {
                 steps.push((
                     "bucket",
                     InitBucketOutcome::AlreadyDone(format!("{bucket} already exists")),
-                ))
+                ));
             }
             Err(e) => return Err(classify("create bucket", None, &e)),
         }

@@ -122,7 +122,7 @@ where
     F: Fn(RecordingRef) + Send + Sync + 'static,
 {
     async fn stored(&self, version: RecordingRef) {
-        self(version)
+        self(version);
     }
 }
 
