@@ -62,6 +62,8 @@ pub struct CurrentUser {
     pub groups: Vec<String>,
     /// The CSRF token this caller must send.
     pub csrf_token: String,
+    /// The login's nonce the token is a MAC of (empty behind the proxy).
+    pub nonce: String,
     /// How they were identified.
     pub source: Source,
 }
@@ -132,15 +134,27 @@ pub struct MaybeUser(pub Option<CurrentUser>);
 
 /// MAC of the user and nonce under the server key.
 pub fn csrf_token(state: &AppState, user: &str, nonce: &str) -> String {
-    let mut mac = match <Hmac<Sha256> as Mac>::new_from_slice(state.key.signing()) {
-        Ok(m) => m,
-        Err(_) => unreachable!("HMAC accepts keys of any length"),
+    hex::encode(csrf_mac(state, user, nonce).finalize().into_bytes())
+}
+
+fn csrf_mac(state: &AppState, user: &str, nonce: &str) -> Hmac<Sha256> {
+    let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(state.key.signing()) else {
+        unreachable!("HMAC accepts keys of any length")
     };
     mac.update(b"csrf\0");
     mac.update(user.as_bytes());
     mac.update(b"\0");
     mac.update(nonce.as_bytes());
-    hex::encode(mac.finalize().into_bytes())
+    mac
+}
+
+/// Whether `sent` is the CSRF token of `user`'s login (compared in constant time by `hmac`).
+fn csrf_matches(state: &AppState, user: &CurrentUser, sent: &str) -> bool {
+    hex::decode(sent).is_ok_and(|bytes| {
+        csrf_mac(state, &user.name, &user.nonce)
+            .verify_slice(&bytes)
+            .is_ok()
+    })
 }
 
 fn peer_is_trusted(state: &AppState, parts: &Parts) -> bool {
@@ -180,6 +194,7 @@ pub fn identify(state: &AppState, parts: &Parts) -> Option<CurrentUser> {
                 name: user.to_string(),
                 groups,
                 csrf_token: csrf_token(state, user, ""),
+                nonce: String::new(),
                 source: Source::Proxy,
             });
         }
@@ -200,6 +215,7 @@ pub fn identify(state: &AppState, parts: &Parts) -> Option<CurrentUser> {
     }
     Some(CurrentUser {
         csrf_token: csrf_token(state, &claims.user, &claims.nonce),
+        nonce: claims.nonce,
         name: claims.user,
         groups: claims.groups,
         source: Source::DevCookie,
@@ -251,7 +267,7 @@ impl FromRequestParts<AppState> for CurrentUser {
                 .get(CSRF_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            if !constant_time_eq(sent.as_bytes(), user.csrf_token.as_bytes()) {
+            if !csrf_matches(state, &user, sent) {
                 return Err(ApiError::new(
                     ErrorCode::CsrfFailed,
                     format!("missing or wrong {CSRF_HEADER} header; reload the page and try again"),
@@ -271,10 +287,6 @@ impl FromRequestParts<AppState> for MaybeUser {
     ) -> Result<Self, Self::Rejection> {
         Ok(MaybeUser(identify(state, parts)))
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Builds the session cookie for `claims`.

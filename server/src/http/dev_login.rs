@@ -70,6 +70,7 @@ pub async fn login(
         name: claims.user.clone(),
         groups: claims.groups.clone(),
         csrf_token: csrf_token(&state, &claims.user, &claims.nonce),
+        nonce: claims.nonce.clone(),
         source: Source::DevCookie,
     };
     let jar = jar.add(session_cookie(&state, &claims));
