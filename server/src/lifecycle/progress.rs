@@ -9,7 +9,7 @@ use breakglass_shared::{EndReason, Session, SessionEvent};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::{Commit, Lifecycle};
+use super::Lifecycle;
 use crate::failpoint::{self, Failpoint};
 use crate::ports::{CleanupStep, ProgressSink, RecorderEvent, SessionMoved};
 
@@ -21,12 +21,8 @@ pub(super) struct RowProgress<'a> {
 
 impl RowProgress<'_> {
     async fn commit(&self, p: Progress) -> Result<Session, SessionMoved> {
-        let event = SessionEvent::Progress(p);
         self.lifecycle
-            .commit(self.id, |s, now| {
-                let next = s.apply(&event, now).map_err(super::Error::from)?;
-                Ok::<_, super::Error>((next, super::draft_for(&event, now), Commit::Progress))
-            })
+            .record_progress(self.id, p)
             .await
             .map_err(|e| SessionMoved(e.to_string()))
     }
