@@ -111,3 +111,81 @@ async fn no_clusters_keeps_requests_waiting_and_the_sweep_fails_them_once_it_is_
         .unwrap_or_default()
         .contains("no cluster configured"));
 }
+
+/// A kubeconfig for an API server at `server`, with a token (never sent anywhere real).
+fn kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: c, cluster: {{server: \"{server}\", insecure-skip-tls-verify: true}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[tokio::test]
+async fn a_configured_cluster_that_does_not_answer_says_so_with_the_fix() {
+    // A port nobody listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = kubeconfig(dir.path(), &format!("https://127.0.0.1:{port}"));
+    let file: breakglass_server::config::FileConfig = toml::from_str(&format!(
+        r#"
+[[environments]]
+name = "dev"
+tier = "ground"
+cluster = {{ kind = "kubeconfig", path = "{}" }}
+[environments.permissions]
+"tower.breakglass.request" = {{ groups = ["engineers"] }}
+"#,
+        path.display()
+    ))
+    .unwrap();
+    let args = ServeArgs {
+        dev: true,
+        data_dir: Some(dir.path().to_path_buf()),
+        static_dir: Some(dir.path().join("dist")),
+        ..Default::default()
+    };
+    let config = Config::resolve(&args, file).unwrap();
+    let clusters = breakglass_server::cluster::Clusters::from_config(&config);
+    assert!(clusters.is_some());
+    let ctx = Context::with_clusters(config, clusters).await.unwrap();
+    let s = common::TestServer {
+        backend: "sqlite",
+        app: breakglass_server::app(AppState(ctx.clone())),
+        ctx,
+        dir,
+    };
+    let alice = s.login("alice").await;
+    for _ in 0..2 {
+        // The second look comes from the cache and says the same.
+        let whoami = s.send(&alice, Method::GET, WHOAMI, None).await.body;
+        let cluster = cluster_of(&whoami, "dev");
+        assert_eq!(cluster["status"], "unreachable", "{cluster}");
+        assert!(
+            cluster["reached_through"]
+                .as_str()
+                .unwrap()
+                .contains("kubeconfig"),
+            "{cluster}"
+        );
+        assert!(!cluster["error"].as_str().unwrap().is_empty(), "{cluster}");
+        assert!(
+            cluster["fix"]
+                .as_str()
+                .unwrap()
+                .contains("doctor --cluster dev"),
+            "{cluster}"
+        );
+    }
+}

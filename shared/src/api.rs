@@ -240,6 +240,16 @@ pub enum ClusterStatus {
         /// How the server reaches it.
         reached_through: String,
     },
+    /// Credentials are configured but the API server did not answer lately: requests will
+    /// fail in activation until it does.
+    Unreachable {
+        /// How the server reaches it.
+        reached_through: String,
+        /// What went wrong, as the server's client saw it.
+        error: String,
+        /// What to check, and the command that checks it.
+        fix: String,
+    },
     /// No cluster: requests fail at once. `fix` names the configuration key and the check.
     Missing {
         /// What to change, and the command that checks it.

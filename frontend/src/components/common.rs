@@ -89,6 +89,17 @@ pub fn ClusterLine(
             <span class="muted small" data-testid="env-cluster">"cluster: " {reached_through}</span>
         }
         .into_any(),
+        ClusterStatus::Unreachable {
+            reached_through,
+            error,
+            fix,
+        } => view! {
+            <div class="notice notice-error small" data-testid="env-cluster-unreachable">
+                <p>"The cluster does not answer (" {reached_through} "): " {error}</p>
+                <p>{fix}</p>
+            </div>
+        }
+        .into_any(),
         ClusterStatus::Missing { fix } => view! {
             <p class="notice notice-error small" data-testid="env-no-cluster">
                 {fix}

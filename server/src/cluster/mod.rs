@@ -26,6 +26,7 @@ use crate::ports::{ClusterOps, ProgressSink};
 mod activate;
 mod cleanup;
 mod error;
+mod health;
 pub mod listing;
 pub mod objects;
 mod reconcile;
@@ -47,6 +48,8 @@ pub struct Clusters {
     clients: Mutex<HashMap<String, Client>>,
     /// The server's username per environment (SelfSubjectReview), dropped after a 401.
     identities: Mutex<HashMap<String, String>>,
+    /// The last reachability probe per environment (`health`).
+    probes: health::Probes,
 }
 
 impl Clusters {
@@ -76,6 +79,7 @@ impl Clusters {
             activation_timeout: config.activation_timeout,
             clients: Mutex::new(HashMap::new()),
             identities: Mutex::new(HashMap::new()),
+            probes: health::Probes::default(),
         }))
     }
 

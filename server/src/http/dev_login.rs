@@ -74,7 +74,7 @@ pub async fn login(
         source: Source::DevCookie,
     };
     let jar = jar.add(session_cookie(&state, &claims));
-    Ok((jar, axum::Json(whoami_for(&state, Some(&current)))))
+    Ok((jar, axum::Json(whoami_for(&state, Some(&current)).await)))
 }
 
 /// `POST /auth/logout`: forget the session cookie.

@@ -138,7 +138,11 @@ async fn api_method_not_allowed(method: axum::http::Method) -> ApiError {
 }
 
 /// What the UI needs to know about the caller.
-pub fn whoami_for(state: &AppState, user: Option<&CurrentUser>) -> WhoAmI {
+pub async fn whoami_for(state: &AppState, user: Option<&CurrentUser>) -> WhoAmI {
+    let environments = match user {
+        Some(u) => environments_for(state, u).await,
+        None => vec![],
+    };
     WhoAmI {
         user: user.map(|u| UserInfo {
             name: u.name.clone(),
@@ -155,40 +159,68 @@ pub fn whoami_for(state: &AppState, user: Option<&CurrentUser>) -> WhoAmI {
         } else {
             vec![]
         },
-        environments: user.map(|u| environments_for(state, u)).unwrap_or_default(),
+        environments,
         csrf_token: user.map(|u| u.csrf_token.clone()),
     }
 }
 
-fn environments_for(state: &AppState, user: &CurrentUser) -> Vec<EnvironmentInfo> {
-    state
+/// The environments where `user` holds any permission, each with whether its cluster answers
+/// (the probes run side by side and are cached, so a cluster that is down costs one bounded
+/// wait at most, not one per page).
+async fn environments_for(state: &AppState, user: &CurrentUser) -> Vec<EnvironmentInfo> {
+    let visible = state
         .config
         .environments
         .iter()
-        .map(|e| EnvironmentInfo {
+        .map(|e| (e, e.permissions_of(&user.name, &user.groups)))
+        .filter(|(_, p)| p.any());
+    futures::future::join_all(visible.map(|(e, permissions)| async move {
+        EnvironmentInfo {
             name: e.name.clone(),
             tier: e.tier,
-            permissions: e.permissions_of(&user.name, &user.groups),
+            permissions,
             durations: state.config.durations.for_tier(e.tier),
-            cluster: match &e.cluster {
-                Some(c) => ClusterStatus::Configured {
-                    reached_through: c.describe(),
-                },
-                None if state.config.no_clusters => ClusterStatus::ApiOnly,
-                None => ClusterStatus::Missing {
-                    fix: crate::lifecycle::no_cluster(&e.name),
-                },
-            },
-        })
-        .filter(|e| e.permissions.any())
-        .collect()
+            cluster: cluster_status(state, e).await,
+        }
+    }))
+    .await
+}
+
+async fn cluster_status(state: &AppState, e: &crate::config::Environment) -> ClusterStatus {
+    let Some(creds) = &e.cluster else {
+        return if state.config.no_clusters {
+            ClusterStatus::ApiOnly
+        } else {
+            ClusterStatus::Missing {
+                fix: crate::lifecycle::no_cluster(&e.name),
+            }
+        };
+    };
+    let reached_through = creds.describe();
+    let problem = match &state.clusters {
+        Some(c) => c.unreachable(&e.name).await,
+        None => None,
+    };
+    match problem {
+        None => ClusterStatus::Configured { reached_through },
+        Some(error) => ClusterStatus::Unreachable {
+            fix: format!(
+                "check the cluster of environment `{}` in the server's configuration \
+                 ([[environments]] name = \"{}\", reached through {reached_through}) and run \
+                 `breakglass-server doctor --cluster {}`",
+                e.name, e.name, e.name
+            ),
+            reached_through,
+            error,
+        },
+    }
 }
 
 /// The caller, the dev-mode flag, their environments and CSRF token. Never 401.
 #[utoipa::path(get, path = "/api/breakglass/whoami", tag = "auth",
     responses((status = 200, description = "Who you are", body = WhoAmI)))]
 pub async fn whoami(State(state): State<AppState>, MaybeUser(user): MaybeUser) -> Json<WhoAmI> {
-    Json(whoami_for(&state, user.as_ref()))
+    Json(whoami_for(&state, user.as_ref()).await)
 }
 
 /// Environments where the caller holds any permission.
@@ -201,7 +233,7 @@ pub async fn environments(
     State(state): State<AppState>,
     user: CurrentUser,
 ) -> Json<Vec<EnvironmentInfo>> {
-    Json(environments_for(&state, &user))
+    Json(environments_for(&state, &user).await)
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
