@@ -31,6 +31,7 @@
 pub mod apply;
 pub mod browser;
 mod controlplane;
+pub mod flows;
 mod namespace;
 pub mod server;
 mod wait;

@@ -15,9 +15,10 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
-use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer, UI_WAIT};
+use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer};
+use breakglass_e2e::flows::{panel_state, request_access, type_in_terminal};
 use breakglass_e2e::server::{config_toml, install_guardrails};
-use breakglass_e2e::{wait_for_pod_running, wait_until, ControlPlane, Identity};
+use breakglass_e2e::{wait_for_pod_running, ControlPlane, Identity};
 use fantoccini::Locator;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
@@ -25,33 +26,6 @@ use kube::Api;
 use serde_json::json;
 
 const POD_PATH: &str = "/env/prod/ns/shop/pod/web-1";
-
-/// Fills and submits the Debug panel's form with a valid request (target container `app`:
-/// a select when the cluster listing answered, else a text field).
-async fn request_access(b: &Browser, reason: &str) -> anyhow::Result<()> {
-    let target = b.wait_for("#bg-target").await?;
-    if target.tag_name().await?.eq_ignore_ascii_case("select") {
-        b.js(
-            "const s = document.getElementById('bg-target'); s.value = 'app'; \
-              s.dispatchEvent(new Event('change', { bubbles: true })); return null",
-        )
-        .await?;
-    } else {
-        b.fill("#bg-target", "app").await?;
-    }
-    b.fill("#bg-reason", reason).await?;
-    b.fill("#bg-ticket", "https://tracker.example.com/INC-4711")
-        .await?;
-    b.fill("#bg-duration", "30").await?;
-    b.click("[data-testid=request-access]").await
-}
-
-/// Waits until the requester's session panel shows `state`.
-async fn panel_state(b: &Browser, state: &str) -> anyhow::Result<()> {
-    b.wait_for(&format!("[data-testid=session-panel][data-state={state}]"))
-        .await
-        .map(|_| ())
-}
 
 /// Marks the page so a later check can prove it was not reloaded.
 async fn mark_page(b: &Browser) -> anyhow::Result<()> {
@@ -271,21 +245,7 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
         .wait_text(".terminal-status", "Connected")
         .await
         .context("the terminal connects")?;
-    let textarea = alice
-        .wait_present(".term-box textarea.xterm-helper-textarea")
-        .await?;
-    textarea.send_keys("echo hello\n").await?;
-    wait_until("the terminal prints hello", UI_WAIT, || async {
-        let rows = alice
-            .js("return [...document.querySelectorAll('.term-box .xterm-rows > div')].map(d => d.textContent)")
-            .await?;
-        let hello = rows.as_array().is_some_and(|r| {
-            r.iter()
-                .any(|l| l.as_str().map(str::trim_end) == Some("hello"))
-        });
-        Ok(hello.then_some(()))
-    })
-    .await?;
+    type_in_terminal(alice, "echo hello\n", "hello").await?;
     alice.screenshot("20-terminal").await?;
     alice
         .click("[data-testid=session-panel] [data-action=end]")

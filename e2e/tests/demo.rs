@@ -17,6 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use breakglass_e2e::browser::{artifacts_dir, Browser, ChromeDriver};
+use breakglass_e2e::flows::{panel_state, request_access, type_in_terminal};
 use breakglass_e2e::server::ApiClient;
 use breakglass_e2e::wait_until;
 use breakglass_shared::recording::Code;
@@ -291,7 +293,7 @@ async fn read_until(ws: &mut Ws, needle: &str) -> Result<String, (Stopped, Strin
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
     let mut demo = Demo::start();
     let url = demo.url();
@@ -306,6 +308,14 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
             .unwrap();
         assert_eq!(st, 200, "{report}");
         assert_eq!(report["ok"], true, "{env}: {report}");
+    }
+    // The home page shows each environment's cluster as reached, with its tier.
+    let (_, whoami) = alice.get("/whoami").await.unwrap();
+    let envs = whoami["environments"].as_array().unwrap();
+    for (env, tier) in [("dev", "ground"), ("prod", "flight")] {
+        let e = envs.iter().find(|e| e["name"] == env).unwrap();
+        assert_eq!(e["tier"], tier, "{e}");
+        assert_eq!(e["cluster"]["status"], "configured", "{e}");
     }
     // The demo workloads run: 2 + 1 Deployment replicas, a bare pod, a two-container pod.
     let pods = wait_until("the demo pods of dev running", T, || async {
@@ -395,6 +405,12 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
     assert_eq!(st, 200);
     assert_eq!(v["ok"], true, "{v}");
 
+    // The README's "try this", in headless Chromium: alice asks on prod, bob approves from
+    // the queue strip, alice types in the terminal, bob plays the recording.
+    if let Err(e) = try_this_in_the_browser(&url).await {
+        panic!("the demo's try-this in the browser: {e:#}");
+    }
+
     // Ctrl-C: every process of the demo goes, and every port it served is free again.
     let before = tree(demo.pid());
     let recorded = demo.recorded_pids();
@@ -453,4 +469,135 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
         .filter(|n| n != ".demo.lock")
         .collect();
     assert!(rest.is_empty(), "{rest:?}");
+}
+
+/// The pictures of the README and the user guide, in the order the flow takes them. They are
+/// this test's screenshots: `BREAKGLASS_UPDATE_DOCS=1` copies them into `docs/images/`.
+const DOC_SHOTS: [&str; 6] = [
+    "demo-1-sign-in",
+    "demo-2-home",
+    "demo-3-waiting-for-approval",
+    "demo-4-queue-strip",
+    "demo-5-terminal",
+    "demo-6-recording",
+];
+
+async fn shot(b: &Browser, name: &str) -> anyhow::Result<()> {
+    assert!(DOC_SHOTS.contains(&name), "{name} is not in DOC_SHOTS");
+    let png = b.screenshot(name).await?;
+    if std::env::var_os("BREAKGLASS_UPDATE_DOCS").is_some() {
+        let images = root().join("docs/images");
+        std::fs::create_dir_all(&images)?;
+        std::fs::copy(&png, images.join(format!("{name}.png")))?;
+    }
+    Ok(())
+}
+
+async fn try_this_in_the_browser(url: &str) -> anyhow::Result<()> {
+    let driver = ChromeDriver::start().await?;
+    let alice = Browser::open(&driver, "alice", false).await?;
+    let bob = Browser::open(&driver, "bob", false).await?;
+
+    alice.goto(&format!("{url}/")).await?;
+    alice
+        .wait_for("button.user-choice[data-user='alice']")
+        .await?;
+    shot(&alice, "demo-1-sign-in").await?;
+    alice.dev_sign_in("alice").await?;
+    alice.wait_for("[data-testid=environments]").await?;
+    alice.wait_for("[data-testid=env-cluster]").await?;
+    shot(&alice, "demo-2-home").await?;
+
+    alice
+        .goto(&format!("{url}/env/prod/ns/shop/pod/checkout"))
+        .await?;
+    alice
+        .wait_text("[data-testid=pod-status]", "Running")
+        .await?;
+    alice.wait_for("select#bg-target").await?;
+    request_access(
+        &alice,
+        "checkout returns 502 since 09:10, need to look at app",
+    )
+    .await?;
+    panel_state(&alice, "PendingApproval").await?;
+    shot(&alice, "demo-3-waiting-for-approval").await?;
+
+    bob.goto(&format!("{url}/")).await?;
+    bob.dev_sign_in("bob").await?;
+    bob.wait_for("[data-testid=queue-item]").await?;
+    shot(&bob, "demo-4-queue-strip").await?;
+    bob.click("[data-testid=queue-item] [data-action=approve]")
+        .await?;
+
+    alice
+        .wait_for_within(
+            "[data-testid=session-panel][data-state=Active]",
+            Duration::from_secs(60),
+        )
+        .await?;
+    alice.wait_text(".terminal-status", "Connected").await?;
+    type_in_terminal(&alice, "echo checked-$((6*7))\n", "checked-42").await?;
+    shot(&alice, "demo-5-terminal").await?;
+    alice
+        .click("[data-testid=session-panel] [data-action=end]")
+        .await?;
+    alice
+        .wait_for_within(
+            "[data-testid=session-panel][data-state=Ended]",
+            Duration::from_secs(60),
+        )
+        .await?;
+    let recording = alice
+        .wait_present("[data-testid=session-panel] .panel-actions a[href$='/recording']")
+        .await?
+        .attr("href")
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the recording link has no href"))?;
+
+    let recording = if recording.starts_with("http") {
+        recording
+    } else {
+        format!("{url}{recording}")
+    };
+    bob.goto(&recording).await?;
+    bob.wait_for("[data-testid=player] .player-bar").await?;
+    bob.wait_text("[data-testid=integrity]", "Verified").await?;
+    // Search shows the player at the moment the output appeared.
+    bob.fill("#player-search", "checked-42").await?;
+    bob.client
+        .find(fantoccini::Locator::Css("#player-search"))
+        .await?
+        .send_keys("\n")
+        .await?;
+    bob.wait_text("[role=status]", "found at").await?;
+    shot(&bob, "demo-6-recording").await?;
+    for b in [alice, bob] {
+        b.close().await?;
+    }
+    eprintln!("screenshots in {}", artifacts_dir().display());
+    Ok(())
+}
+
+/// The README and the user guide show only pictures this test takes, and each is there.
+#[test]
+fn the_docs_pictures_are_the_demo_tests_screenshots() {
+    for doc in ["README.md", "docs/user-guide.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        let base = root().join(doc).parent().unwrap().to_path_buf();
+        let pictures: Vec<&str> = text
+            .match_indices("](")
+            .filter_map(|(i, _)| text[i + 2..].split(')').next())
+            .filter(|link| link.ends_with(".png"))
+            .collect();
+        assert!(!pictures.is_empty(), "{doc} shows no picture");
+        for link in pictures {
+            let name = Path::new(link).file_stem().unwrap().to_string_lossy();
+            assert!(
+                DOC_SHOTS.contains(&&*name),
+                "{doc} shows {link}, which no test takes (DOC_SHOTS in e2e/tests/demo.rs)"
+            );
+            assert!(base.join(link).is_file(), "{doc}: {link} is missing");
+        }
+    }
 }

@@ -1,0 +1,51 @@
+//! Steps of the browser flows that more than one test walks (the requester's form, the
+//! session panel, the terminal), so each test says what it checks and not how to click.
+
+use crate::browser::{Browser, UI_WAIT};
+use crate::wait_until;
+
+/// Fills and submits the Debug panel's form with a valid request (target container `app`:
+/// a select when the cluster listing answered, else a text field).
+pub async fn request_access(b: &Browser, reason: &str) -> anyhow::Result<()> {
+    let target = b.wait_for("#bg-target").await?;
+    if target.tag_name().await?.eq_ignore_ascii_case("select") {
+        b.js(
+            "const s = document.getElementById('bg-target'); s.value = 'app'; \
+              s.dispatchEvent(new Event('change', { bubbles: true })); return null",
+        )
+        .await?;
+    } else {
+        b.fill("#bg-target", "app").await?;
+    }
+    b.fill("#bg-reason", reason).await?;
+    b.fill("#bg-ticket", "https://tracker.example.com/INC-4711")
+        .await?;
+    b.fill("#bg-duration", "30").await?;
+    b.click("[data-testid=request-access]").await
+}
+
+/// Waits until the requester's session panel shows `state`.
+pub async fn panel_state(b: &Browser, state: &str) -> anyhow::Result<()> {
+    b.wait_for(&format!("[data-testid=session-panel][data-state={state}]"))
+        .await
+        .map(|_| ())
+}
+
+/// Types `keys` into the Debug panel's terminal and waits until one of its rows reads
+/// `line` (trailing blanks aside): what xterm.js painted, not what the socket carried.
+pub async fn type_in_terminal(b: &Browser, keys: &str, line: &str) -> anyhow::Result<()> {
+    let textarea = b
+        .wait_present(".term-box textarea.xterm-helper-textarea")
+        .await?;
+    textarea.send_keys(keys).await?;
+    wait_until(&format!("the terminal shows {line:?}"), UI_WAIT, || async {
+        let rows = b
+            .js("return [...document.querySelectorAll('.term-box .xterm-rows > div')].map(d => d.textContent)")
+            .await?;
+        let seen = rows
+            .as_array()
+            .is_some_and(|r| r.iter().any(|l| l.as_str().map(str::trim_end) == Some(line)));
+        Ok(seen.then_some(()))
+    })
+    .await
+}
