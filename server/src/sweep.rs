@@ -13,8 +13,38 @@ use crate::lifecycle::Error;
 use crate::state::Context;
 use crate::store::ListFilter;
 
-/// Rows looked at per state per pass; the next pass takes the rest.
-const BATCH: u32 = 200;
+/// Rows read per query; the sweep pages on until it has seen every match.
+const PAGE: u32 = 200;
+
+/// Every session matching `filter` (newest first), read a page at a time, so no due session
+/// hides behind newer ones however many there are.
+async fn all_of(ctx: &Arc<Context>, filter: ListFilter) -> Result<Vec<Session>, Error> {
+    let mut out = Vec::new();
+    let mut page = ListFilter {
+        limit: PAGE,
+        ..filter
+    };
+    loop {
+        let rows = ctx.store.list(&page).await?;
+        let full = rows.len() == PAGE as usize;
+        page.before = rows.last().map(|s| s.id);
+        out.extend(rows);
+        if !full {
+            return Ok(out);
+        }
+    }
+}
+
+async fn in_state(ctx: &Arc<Context>, state: SessionState) -> Result<Vec<Session>, Error> {
+    all_of(
+        ctx,
+        ListFilter {
+            state: Some(state),
+            ..Default::default()
+        },
+    )
+    .await
+}
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -36,17 +66,6 @@ pub struct SweepReport {
 /// Name of the sweep's lease.
 pub const LEASE: &str = "sweep";
 
-async fn in_state(ctx: &Arc<Context>, state: SessionState) -> Result<Vec<Session>, Error> {
-    Ok(ctx
-        .store
-        .list(&ListFilter {
-            state: Some(state),
-            limit: BATCH,
-            ..Default::default()
-        })
-        .await?)
-}
-
 /// Most anchoring attempts per pass, so an unreachable log cannot stall the sweep.
 const ANCHORS_PER_PASS: usize = 3;
 
@@ -61,15 +80,17 @@ async fn anchor_ended(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<usize, 
         return Ok(0);
     }
     let mut anchored = 0;
-    let pending = in_state(ctx, SessionState::Ended)
-        .await?
-        .into_iter()
-        .filter(|s| {
-            s.recording.is_some()
-                && s.rekor.is_none()
-                && s.finished_at.is_some_and(|f| f + ANCHOR_RETRY_WINDOW > now)
-        })
-        .take(ANCHORS_PER_PASS);
+    let pending = all_of(
+        ctx,
+        ListFilter {
+            state: Some(SessionState::Ended),
+            unanchored_since: Some(now - ANCHOR_RETRY_WINDOW),
+            ..Default::default()
+        },
+    )
+    .await?
+    .into_iter()
+    .take(ANCHORS_PER_PASS);
     for s in pending {
         // One try each; the first failure means the log is still unreachable.
         let Some(entry) = recorder.anchor(&s, 1).await else {
@@ -91,13 +112,17 @@ async fn anchor_ended(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<usize, 
 /// One pass at `now`.
 pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<SweepReport, Error> {
     let mut report = SweepReport::default();
-    for s in in_state(ctx, SessionState::PendingApproval).await? {
-        if s.created_at + ctx.config.approval_expiry <= now
-            && ctx
-                .lifecycle
-                .apply_event(s.id, SessionEvent::Expire)
-                .await
-                .is_ok()
+    let overdue = ListFilter {
+        state: Some(SessionState::PendingApproval),
+        created_by: Some(now - ctx.config.approval_expiry),
+        ..Default::default()
+    };
+    for s in all_of(ctx, overdue).await? {
+        if ctx
+            .lifecycle
+            .apply_event(s.id, SessionEvent::Expire)
+            .await
+            .is_ok()
         {
             ctx.metrics
                 .sweep_actions
@@ -106,18 +131,22 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
             report.expired += 1;
         }
     }
-    for s in in_state(ctx, SessionState::Active).await? {
-        if s.expires_at.is_some_and(|t| t <= now)
-            && ctx
-                .lifecycle
-                .apply_event(
-                    s.id,
-                    SessionEvent::SystemEnd {
-                        reason: EndReason::TtlExpired,
-                    },
-                )
-                .await
-                .is_ok()
+    let past_time_box = ListFilter {
+        state: Some(SessionState::Active),
+        expires_by: Some(now),
+        ..Default::default()
+    };
+    for s in all_of(ctx, past_time_box).await? {
+        if ctx
+            .lifecycle
+            .apply_event(
+                s.id,
+                SessionEvent::SystemEnd {
+                    reason: EndReason::TtlExpired,
+                },
+            )
+            .await
+            .is_ok()
         {
             ctx.metrics
                 .sweep_actions
@@ -201,23 +230,7 @@ async fn reconcile(ctx: &Arc<Context>) -> Result<usize, Error> {
     // never mistaken for an orphan.
     let mut live = HashSet::new();
     for state in SessionState::ALL.into_iter().filter(|s| !s.is_final()) {
-        let mut before = None;
-        loop {
-            let page = ctx
-                .store
-                .list(&ListFilter {
-                    state: Some(state),
-                    before,
-                    limit: BATCH,
-                    ..Default::default()
-                })
-                .await?;
-            live.extend(page.iter().map(|s| s.id));
-            if page.len() < BATCH as usize {
-                break;
-            }
-            before = page.last().map(|s| s.id);
-        }
+        live.extend(in_state(ctx, state).await?.iter().map(|s| s.id));
     }
     let mut removed = 0;
     for env in &ctx.config.environments {

@@ -10,7 +10,9 @@ use breakglass_shared::api::{
 };
 use breakglass_shared::session::NewSession;
 use breakglass_shared::validate;
-use breakglass_shared::{Actor, ErrorBody, PermissionSet, Session, SessionEvent, SessionState};
+use breakglass_shared::{
+    Actor, ErrorBody, ErrorCode, PermissionSet, Session, SessionEvent, SessionState,
+};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -113,9 +115,9 @@ pub async fn list(
         state: q.state,
         requester: q.requester.clone(),
         environments_in: Some(user.visible_environments(&state)),
-        requester_not: None,
         before,
         limit: limit + 1,
+        ..Default::default()
     };
     if q.awaiting_me == Some(true) {
         if q.state.is_some_and(|s| s != SessionState::PendingApproval) {
@@ -212,11 +214,46 @@ async fn transition(
 ) -> Result<Json<Session>, ApiError> {
     let (_, perms) = user.session(state, id, action).await?;
     let a = actor(user, perms);
-    let next = state
+    let decides = matches!(action, Action::Approve | Action::Deny | Action::BreakGlass);
+    let expiry = state.config.approval_expiry;
+    let applied = state
         .lifecycle
-        .apply(id, |_| Ok::<_, ApiError>(make(a.clone())))
-        .await?;
-    Ok(Json(next))
+        .apply(id, |s| {
+            // The deadline holds whether or not the sweep has come by yet.
+            if decides
+                && s.state == SessionState::PendingApproval
+                && s.created_at + expiry <= OffsetDateTime::now_utc()
+            {
+                return Err(expired(expiry));
+            }
+            Ok::<_, ApiError>(make(a.clone()))
+        })
+        .await;
+    match applied {
+        Ok(next) => Ok(Json(next)),
+        Err(e) if e.body.state == Some(SessionState::Expired) => {
+            // Do now what the sweep would: the row says what the refusal said.
+            if let Err(err) = state.lifecycle.apply_event(id, SessionEvent::Expire).await {
+                tracing::debug!(%id, error = %err, "expired request not marked (moved on meanwhile)");
+            }
+            Err(e)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// 409 for a decision on a request past its approval deadline.
+fn expired(expiry: time::Duration) -> ApiError {
+    let mut e = ApiError::new(
+        ErrorCode::WrongState,
+        format!(
+            "this request waited longer than {} minutes for approval and has expired; \
+             the requester can ask again",
+            expiry.whole_minutes()
+        ),
+    );
+    e.body.state = Some(SessionState::Expired);
+    e
 }
 
 macro_rules! transition_doc {

@@ -75,6 +75,12 @@ pub struct ListFilter {
     pub environments_in: Option<Vec<String>>,
     /// Exclude this requester (for "awaiting my approval").
     pub requester_not: Option<String>,
+    /// Only requests made at or before this time (approval deadlines).
+    pub created_by: Option<OffsetDateTime>,
+    /// Only sessions whose time box ends at or before this time (TTL ends).
+    pub expires_by: Option<OffsetDateTime>,
+    /// Only sessions finished after this time whose recording hash is not anchored yet.
+    pub unanchored_since: Option<OffsetDateTime>,
     /// Only ids older than this one (paging).
     pub before: Option<Uuid>,
     /// Page size.
@@ -273,6 +279,16 @@ macro_rules! sql_store {
                         sep.push_bind(e.as_str());
                     }
                     q.push(")");
+                }
+                if let Some(t) = f.created_by {
+                    q.push(" AND created_at <= ").push_bind(t);
+                }
+                if let Some(t) = f.expires_by {
+                    q.push(" AND expires_at <= ").push_bind(t);
+                }
+                if let Some(t) = f.unanchored_since {
+                    q.push(" AND recording_key IS NOT NULL AND rekor_uuid IS NULL AND finished_at > ")
+                        .push_bind(t);
                 }
                 if let Some(b) = f.before {
                     q.push(" AND id < ").push_bind(b);
