@@ -170,7 +170,8 @@ impl Session {
     }
 
     /// The review rule (what [`Session::review`] checks), in the order the refusals are
-    /// reported: finished, not yet reviewed, not one's own, `approve` held.
+    /// reported: finished, not yet reviewed, not one's own, not decided by the reviewer (who
+    /// approved or broke the glass), `approve` held.
     pub(crate) fn may_review(
         &self,
         reviewer: &str,
@@ -184,6 +185,13 @@ impl Session {
         }
         if reviewer == self.requester {
             return Err(ReviewError::OwnSession);
+        }
+        // A review is a second pair of eyes: not whoever let the session happen.
+        if self.glass_broken_by.as_deref() == Some(reviewer) {
+            return Err(ReviewError::OwnDecision("broke the glass for"));
+        }
+        if self.approver.as_deref() == Some(reviewer) {
+            return Err(ReviewError::OwnDecision("approved"));
         }
         if !permissions.approve {
             return Err(ReviewError::MissingPermission(Permission::Approve));
@@ -305,6 +313,35 @@ mod tests {
             reviewed.may(Action::Review, "carol", &APPROVER),
             Err(Refusal::Review(ReviewError::AlreadyReviewed("bob".into())))
         );
+    }
+
+    #[test]
+    fn whoever_approved_or_broke_the_glass_does_not_review_it() {
+        let mut broken = session_in(SessionState::Ended, Tier::Flight);
+        broken.approver = None;
+        broken.glass_broken_by = Some("carol".into());
+        assert_eq!(
+            broken.may(Action::Review, "carol", &APPROVER),
+            Err(Refusal::Review(ReviewError::OwnDecision(
+                "broke the glass for"
+            )))
+        );
+        assert!(broken
+            .review("carol", &APPROVER, Verdict::Ok, "", NOW)
+            .is_err());
+        assert_eq!(broken.may(Action::Review, "bob", &APPROVER), Ok(()));
+
+        let mut approved = session_in(SessionState::Ended, Tier::Flight);
+        approved.approver = Some("bob".into());
+        approved.glass_broken_by = None;
+        assert_eq!(
+            approved.may(Action::Review, "bob", &APPROVER),
+            Err(Refusal::Review(ReviewError::OwnDecision("approved")))
+        );
+        assert!(approved
+            .review("bob", &APPROVER, Verdict::Ok, "", NOW)
+            .is_err());
+        assert_eq!(approved.may(Action::Review, "dave", &APPROVER), Ok(()));
     }
 
     /// The predicate and the state machine cannot disagree: for every tier, state, person-made

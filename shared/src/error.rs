@@ -115,9 +115,9 @@ impl From<ReviewError> for ErrorBody {
         let (code, state) = match &e {
             ReviewError::NotFinished(s) => (ErrorCode::WrongState, Some(*s)),
             ReviewError::AlreadyReviewed(_) => (ErrorCode::WrongState, None),
-            ReviewError::OwnSession | ReviewError::MissingPermission(_) => {
-                (ErrorCode::Forbidden, None)
-            }
+            ReviewError::OwnSession
+            | ReviewError::OwnDecision(_)
+            | ReviewError::MissingPermission(_) => (ErrorCode::Forbidden, None),
         };
         ErrorBody {
             code,

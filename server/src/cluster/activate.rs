@@ -42,6 +42,17 @@ impl Clusters {
         progress: &dyn ProgressSink,
     ) -> Result<(), ClusterError> {
         let env = s.environment.as_str();
+        // The API refuses these at create; a row that names one anyway (an older server, a
+        // changed configuration, a tampered store) must still never reach the cluster.
+        if self.env(env)?.protected.contains(&s.namespace) {
+            return Err(ClusterError::Config {
+                env: env.into(),
+                message: format!(
+                    "namespace `{}` is protected: no session may touch it",
+                    s.namespace
+                ),
+            });
+        }
         let client = self.client(env).await?;
         let me = self.identity(env, &client).await?;
         let rbs: Api<RoleBinding> = Api::namespaced(client.clone(), &s.namespace);

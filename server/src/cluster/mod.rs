@@ -37,6 +37,8 @@ use objects::*;
 struct EnvCluster {
     tier: Tier,
     creds: ClusterCredentials,
+    /// Namespaces no session may touch (checked again here, below the API's check).
+    protected: Vec<String>,
 }
 
 /// Every configured cluster.
@@ -65,6 +67,7 @@ impl Clusters {
                         EnvCluster {
                             tier: e.tier,
                             creds,
+                            protected: e.protected_namespaces.clone(),
                         },
                     )
                 })

@@ -44,12 +44,21 @@ pub async fn create(
     user: CurrentUser,
     ApiJson(req): ApiJson<CreateSessionRequest>,
 ) -> Result<(StatusCode, Json<Session>), ApiError> {
-    let env = state.config.environment(&req.environment).ok_or_else(|| {
-        ApiError::invalid(
-            "environment",
-            format!("unknown environment `{}`", req.environment),
-        )
-    })?;
+    // An environment the caller holds nothing in is answered as an unknown one: its name is
+    // not theirs to learn.
+    let env = state
+        .config
+        .environment(&req.environment)
+        .filter(|e| e.permissions_of(&user.name, &user.groups).any())
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "environment",
+                format!(
+                    "unknown environment `{}`: pick one listed on the home page",
+                    req.environment
+                ),
+            )
+        })?;
     if !env.permissions_of(&user.name, &user.groups).request {
         return Err(ApiError::forbidden(format!(
             "you need the tower.breakglass.request permission in {}",
@@ -58,6 +67,17 @@ pub async fn create(
     }
     let bounds = state.config.durations.for_tier(env.tier);
     req.validate(&bounds)?;
+    if env.protected_namespaces.contains(&req.namespace) {
+        return Err(ApiError::invalid(
+            "namespace",
+            format!(
+                "namespace: `{}` is protected in {}: no session may touch it (protected there: {})",
+                req.namespace,
+                env.name,
+                env.protected_namespaces.join(", ")
+            ),
+        ));
+    }
     // This message has always gone out without the "recycle: " prefix other field errors carry.
     validate::recycle(env.tier, req.recycle).map_err(|e| ApiError::invalid(e.field, e.message))?;
     let new = NewSession {

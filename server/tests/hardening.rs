@@ -1,0 +1,216 @@
+//! Holes an outside abuse run found in the API's rules, each closed here: protected
+//! namespaces refused at create and again by the cluster driver, environments the caller
+//! holds nothing in answered as unknown ones, and reviews only from someone who neither asked
+//! for, approved nor broke the glass for the session.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use async_trait::async_trait;
+use axum::http::StatusCode;
+use breakglass_server::config::{Config, FileConfig, ServeArgs};
+use breakglass_server::ports::{CleanupStep, ClusterError, ClusterOps, ProgressSink, SessionMoved};
+use breakglass_shared::session::{NewSession, Progress};
+use breakglass_shared::{Mode, Session, SessionState, Tier};
+use common::request_body;
+use serde_json::json;
+
+#[tokio::test]
+async fn protected_namespaces_are_refused_at_create_naming_the_field() {
+    for s in common::servers().await {
+        let alice = s.login("alice").await;
+        let before = s.counts().await;
+        for (env, ns) in [
+            ("dev", "kube-system"),
+            ("prod", "kube-node-lease"),
+            ("dev", "breakglass"),
+        ] {
+            let mut body = request_body(env);
+            body["namespace"] = json!(ns);
+            let r = s
+                .send(
+                    &alice,
+                    axum::http::Method::POST,
+                    "/api/breakglass/sessions",
+                    Some(body),
+                )
+                .await;
+            assert_eq!(
+                r.status,
+                StatusCode::BAD_REQUEST,
+                "{env}/{ns}: {:?}",
+                r.body
+            );
+            assert_eq!(r.body["field"], "namespace", "{:?}", r.body);
+            assert!(
+                r.body["message"].as_str().unwrap().contains("protected"),
+                "{:?}",
+                r.body
+            );
+        }
+        assert_eq!(s.counts().await, before, "{}: nothing written", s.backend);
+    }
+}
+
+#[tokio::test]
+async fn an_environment_the_caller_holds_nothing_in_answers_as_an_unknown_one() {
+    let file: FileConfig = toml::from_str(
+        r#"
+[[environments]]
+name = "dev"
+tier = "ground"
+[environments.permissions]
+"tower.breakglass.request" = { groups = ["engineers"] }
+
+[[environments]]
+name = "vault"
+tier = "flight"
+[environments.permissions]
+"tower.breakglass.request" = { groups = ["admins"] }
+"#,
+    )
+    .unwrap();
+    let s = common::server_with("sqlite", None, file).await;
+    let alice = s.login("alice").await;
+    let ask = |env: &str| {
+        let body = request_body(env);
+        let alice = alice.clone();
+        let s = &s;
+        async move {
+            s.send(
+                &alice,
+                axum::http::Method::POST,
+                "/api/breakglass/sessions",
+                Some(body),
+            )
+            .await
+        }
+    };
+    let hidden = ask("vault").await;
+    let unknown = ask("nowhere").await;
+    assert_eq!(hidden.status, StatusCode::BAD_REQUEST, "{:?}", hidden.body);
+    assert_eq!(hidden.body["field"], "environment");
+    assert_eq!(
+        hidden.body["message"]
+            .as_str()
+            .unwrap()
+            .replace("vault", "X"),
+        unknown.body["message"]
+            .as_str()
+            .unwrap()
+            .replace("nowhere", "X"),
+        "the same answer for both"
+    );
+    assert_eq!(s.counts().await.0, 0);
+}
+
+#[tokio::test]
+async fn the_approver_does_not_review_what_they_approved() {
+    for s in common::servers().await {
+        let alice = s.login("alice").await;
+        let bob = s.login("bob").await;
+        let carol = s.login("carol").await;
+        let id = s.create(&alice, "prod").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            s.act(&bob, &id, "approve", None).await.status,
+            StatusCode::OK
+        );
+        let mut changes = s.ctx.changes.subscribe();
+        assert_eq!(
+            s.act(&carol, &id, "terminate", None).await.status,
+            StatusCode::OK
+        );
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while changes.recv().await.unwrap().session.state != SessionState::Ended {}
+        })
+        .await
+        .expect("the session did not end");
+        let r = s
+            .act(&bob, &id, "review", Some(json!({"verdict": "ok"})))
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::FORBIDDEN,
+            "{}: {:?}",
+            s.backend,
+            r.body
+        );
+        assert!(
+            r.body["message"].as_str().unwrap().contains("approved"),
+            "{:?}",
+            r.body
+        );
+        let r = s
+            .act(&carol, &id, "review", Some(json!({"verdict": "ok"})))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}: {:?}", s.backend, r.body);
+    }
+}
+
+/// A sink the driver must never reach: the refusal comes before any step.
+struct NoSteps;
+
+#[async_trait]
+impl ProgressSink for NoSteps {
+    async fn record(&self, p: Progress) -> Result<Session, SessionMoved> {
+        panic!("the driver recorded {p:?} for a protected namespace");
+    }
+    async fn cleaned(&self, step: CleanupStep) -> Result<Session, SessionMoved> {
+        panic!("the driver cleaned {step} for a protected namespace");
+    }
+}
+
+#[tokio::test]
+async fn the_cluster_driver_refuses_a_protected_namespace_before_any_write() {
+    // Credentials for an API server that does not exist: the refusal must come first.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: c, context: {cluster: c, user: u}}]\n",
+    )
+    .unwrap();
+    let file: FileConfig = toml::from_str(&format!(
+        "[[environments]]\nname = \"dev\"\ntier = \"ground\"\nprotected_namespaces = [\"payments\"]\n\
+         cluster = {{ kind = \"kubeconfig\", path = \"{}\" }}\n",
+        kubeconfig.display()
+    ))
+    .unwrap();
+    let args = ServeArgs {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let config = Config::resolve(&args, file).unwrap();
+    let clusters = breakglass_server::cluster::Clusters::from_config(&config).unwrap();
+    for ns in ["kube-system", "breakglass", "payments"] {
+        let s = Session::new_request(
+            uuid::Uuid::now_v7(),
+            NewSession {
+                environment: "dev".into(),
+                tier: Tier::Ground,
+                namespace: ns.into(),
+                pod: "web-1".into(),
+                target_container: None,
+                mode: Mode::Live,
+                reason: "a row the API would have refused".into(),
+                ticket: None,
+                duration_minutes: 15,
+                recycle: false,
+                requester: "alice".into(),
+            },
+            time::OffsetDateTime::now_utc(),
+        );
+        match clusters.activate(&s, &NoSteps).await {
+            Err(ClusterError::Config { message, .. }) => {
+                assert!(message.contains("protected"), "{ns}: {message}");
+            }
+            other => panic!("{ns}: {other:?}"),
+        }
+    }
+}
