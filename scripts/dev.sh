@@ -192,6 +192,7 @@ done_step
 # --- clusters ------------------------------------------------------------------------------
 
 step "control planes dev and prod (etcd, kube-apiserver, controllers, simulated node)"
+WAIT_T=$STEP_T
 STEP_T=$CP_T
 declare -A SERVER_URL=()
 for env in "${ENVS[@]}"; do
@@ -209,7 +210,9 @@ for env in "${ENVS[@]}"; do
   fi
   SERVER_URL[$env]=$(sed -n 's/.*"server":"\([^"]*\)".*/\1/p' <<<"$line")
 done
-done_step "dev at ${SERVER_URL[dev]}, prod at ${SERVER_URL[prod]}"
+# "done in" counts from their start, which ran beside the builds; the wait here is what they
+# added to the run.
+done_step "dev at ${SERVER_URL[dev]}, prod at ${SERVER_URL[prod]} (booted beside the builds; waited $(secs "$(ms_since "$WAIT_T")") here)"
 
 # The server's configuration: the two environments, each reached with the server's own
 # service account of its cluster; everything else on the embedded defaults.

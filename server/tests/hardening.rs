@@ -214,3 +214,181 @@ async fn the_cluster_driver_refuses_a_protected_namespace_before_any_write() {
         }
     }
 }
+
+/// A POST of raw `body` bytes as `caller`.
+fn post_raw(
+    caller: &common::Caller,
+    path: &str,
+    body: Vec<u8>,
+) -> axum::http::Request<axum::body::Body> {
+    axum::http::Request::builder()
+        .method(axum::http::Method::POST)
+        .uri(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .header("cookie", caller.cookie.clone().unwrap())
+        .header("x-csrf-token", caller.csrf.clone().unwrap())
+        .body(axum::body::Body::from(body))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn bodies_are_refused_whole_for_typos_breaks_and_size_naming_what_is_wrong() {
+    let s = common::server("sqlite", None).await;
+    let alice = s.login("alice").await;
+    let path = "/api/breakglass/sessions";
+
+    let mut typo = request_body("dev");
+    typo.as_object_mut().unwrap().remove("duration_minutes");
+    typo["duration"] = json!(5);
+    let r = s
+        .send(&alice, axum::http::Method::POST, path, Some(typo))
+        .await;
+    assert_eq!(
+        (r.status, r.body["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("duration")),
+        "{:?}",
+        r.body
+    );
+
+    let whole = request_body("dev").to_string();
+    let r = s
+        .raw(post_raw(
+            &alice,
+            path,
+            whole.as_bytes()[..whole.len() / 2].to_vec(),
+        ))
+        .await;
+    assert_eq!(
+        (r.status, r.body["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("body")),
+        "{:?}",
+        r.body
+    );
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON"),
+        "{:?}",
+        r.body
+    );
+
+    let mut big = request_body("dev");
+    big["reason"] = json!("x".repeat(100 * 1024));
+    let r = s
+        .raw(post_raw(&alice, path, big.to_string().into_bytes()))
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{:?}", r.body);
+    assert_eq!(
+        (r.body["code"].as_str(), r.body["field"].as_str()),
+        (Some("too_large"), Some("body"))
+    );
+    assert_eq!(s.counts().await.0, 0, "nothing written");
+}
+
+#[tokio::test]
+async fn control_and_direction_characters_never_reach_the_audit_trail() {
+    for s in common::servers().await {
+        let alice = s.login("alice").await;
+        let bob = s.login("bob").await;
+        for (field, bad) in [
+            ("reason", "stuck \u{0} orders in the worker"),
+            ("reason", "stuck \u{202E}sredro in the worker"),
+            ("ticket", "https://tracker.example.com/\u{1b}[2J"),
+        ] {
+            let mut body = request_body("prod");
+            body[field] = json!(bad);
+            let r = s
+                .send(
+                    &alice,
+                    axum::http::Method::POST,
+                    "/api/breakglass/sessions",
+                    Some(body),
+                )
+                .await;
+            assert_eq!(
+                (r.status, r.body["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some(field)),
+                "{}: {:?}",
+                s.backend,
+                r.body
+            );
+        }
+        let id = s.create(&alice, "prod").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let r = s
+            .act(
+                &bob,
+                &id,
+                "deny",
+                Some(json!({"reason": "no\u{7}\u{7}\u{7}"})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("reason")),
+            "{:?}",
+            r.body
+        );
+        let (_, events) = s.counts().await;
+        assert_eq!(events, 1, "{}: only the create event", s.backend);
+    }
+}
+
+#[tokio::test]
+async fn every_response_forbids_framing_sniffing_and_foreign_script() {
+    let s = common::server("sqlite", None).await;
+    let dist = s.dir.path().join("dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    std::fs::write(
+        dist.join("index.html"),
+        "<html><head><script type=\"module\">import init from '/a.js';</script></head></html>",
+    )
+    .unwrap();
+    // The headers are computed when the router is built: build it again over this index.
+    let app = breakglass_server::app(breakglass_server::state::AppState(s.ctx.clone()));
+    let s = common::TestServer { app, ..s };
+    for path in ["/", "/env/prod", "/api/breakglass/whoami"] {
+        let r = s
+            .send(
+                &common::Caller::default(),
+                axum::http::Method::GET,
+                path,
+                None,
+            )
+            .await;
+        let h = |n: &str| {
+            r.headers
+                .get(n)
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default()
+        };
+        let csp = h("content-security-policy");
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert!(
+            csp.contains("script-src 'self' 'wasm-unsafe-eval' 'sha256-"),
+            "{path}: {csp}"
+        );
+        // The inline module script, by its hash.
+        let hash = {
+            use base64::Engine as _;
+            use sha2::Digest as _;
+            base64::engine::general_purpose::STANDARD
+                .encode(sha2::Sha256::digest(b"import init from '/a.js';"))
+        };
+        assert!(csp.contains(&format!("'sha256-{hash}'")), "{csp}");
+        assert!(
+            !csp.split(';')
+                .any(|d| d.trim().starts_with("script-src") && d.contains("unsafe-inline")),
+            "{csp}"
+        );
+        assert_eq!(h("x-frame-options"), "DENY", "{path}");
+        assert_eq!(h("x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(h("referrer-policy"), "same-origin", "{path}");
+        // Plain HTTP here: no HSTS.
+        assert_eq!(h("strict-transport-security"), "", "{path}");
+    }
+}

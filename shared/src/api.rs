@@ -31,6 +31,8 @@ pub const DEFAULT_PAGE: u32 = 50;
     "duration_minutes": 30,
     "recycle": false
 })))]
+// A typo (`duration` for `duration_minutes`) must not silently become a default.
+#[serde(deny_unknown_fields)]
 pub struct CreateSessionRequest {
     /// Environment (cluster) name: one of `GET /environments`.
     #[cfg_attr(feature = "server", schema(min_length = 1, example = "dev"))]
@@ -121,6 +123,8 @@ impl CreateSessionRequest {
 /// `POST /sessions/{id}/deny`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+// A typo (`duration` for `duration_minutes`) must not silently become a default.
+#[serde(deny_unknown_fields)]
 pub struct DenyRequest {
     /// Why, shown to the requester: not blank, up to 4000 characters.
     #[cfg_attr(
@@ -137,6 +141,8 @@ pub struct DenyRequest {
 /// `POST /sessions/{id}/review`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+// A typo (`duration` for `duration_minutes`) must not silently become a default.
+#[serde(deny_unknown_fields)]
 pub struct ReviewRequest {
     /// `ok` or `concern`.
     pub verdict: Verdict,
@@ -289,6 +295,8 @@ pub struct WhoAmI {
 /// `POST /auth/dev-login`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+// A typo (`duration` for `duration_minutes`) must not silently become a default.
+#[serde(deny_unknown_fields)]
 pub struct DevLoginRequest {
     /// One of the configured demo users (`dev_users` of `GET /whoami`).
     #[cfg_attr(feature = "server", schema(example = "bob"))]

@@ -13,6 +13,8 @@ use crate::validate::FieldError;
 pub enum ErrorCode {
     /// A request field is missing or malformed (400); `field` names it.
     InvalidInput,
+    /// The body is larger than the server takes (413); `field` is `body`.
+    TooLarge,
     /// Not signed in (401).
     Unauthenticated,
     /// Signed in but not allowed (403).
@@ -38,6 +40,7 @@ impl ErrorCode {
     pub fn status(self) -> u16 {
         match self {
             ErrorCode::InvalidInput => 400,
+            ErrorCode::TooLarge => 413,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden | ErrorCode::CsrfFailed => 403,
             ErrorCode::NotFound => 404,

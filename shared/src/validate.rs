@@ -120,16 +120,37 @@ pub fn reason(value: &str) -> Result<(), FieldError> {
             format!("must be at most {REASON_MAX} characters (it has {n})"),
         ));
     }
-    if value
+    plain_text("reason", value, true)
+}
+
+/// Whether `c` changes the direction text is shown in (the embeddings, overrides and isolates
+/// of Unicode's bidirectional algorithm, and the marks): such a character makes a reviewer
+/// read a reason or a note other than it is stored.
+fn bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// Text people read in the audit trail: no control characters (NUL, ESC, BEL; a line break
+/// or tab only where `multiline`) and no bidirectional controls.
+pub fn plain_text(field: &'static str, value: &str, multiline: bool) -> Result<(), FieldError> {
+    let allowed = |c: char| multiline && (c == '\n' || c == '\t');
+    match value
         .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
+        .find(|&c| (c.is_control() && !allowed(c)) || bidi_control(c))
     {
-        return Err(FieldError::new(
-            "reason",
-            "must not contain control characters",
-        ));
+        Some(c) => Err(FieldError::new(
+            field,
+            format!(
+                "must not contain control or text-direction characters (found U+{:04X}); \
+                 type plain text",
+                u32::from(c)
+            ),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// An optional ticket or incident link: an absolute http(s) URL with a host.
@@ -140,6 +161,7 @@ pub fn ticket(value: &str) -> Result<(), FieldError> {
             format!("must be at most {TICKET_MAX} characters"),
         ));
     }
+    plain_text("ticket", value, false)?;
     match url::Url::parse(value) {
         Ok(u)
             if matches!(u.scheme(), "http" | "https")
@@ -191,12 +213,41 @@ pub fn note(field: &'static str, value: &str, required: bool) -> Result<(), Fiel
             format!("must be at most {NOTE_MAX} characters"),
         ));
     }
-    Ok(())
+    plain_text(field, value, true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_people_read_has_no_control_or_direction_characters() {
+        for bad in [
+            "a\u{0}b",
+            "bell\u{7}",
+            "\u{1b}[31mred",
+            "\u{202E}gnp.exe",
+            "x\u{2066}y",
+            "\u{9b}",
+        ] {
+            let reason = format!("{bad} and more words to pass the length");
+            assert_eq!(
+                super::reason(&reason).map_err(|e| e.field),
+                Err("reason"),
+                "{bad:?}"
+            );
+            assert_eq!(
+                note("notes", bad, false).map_err(|e| e.field),
+                Err("notes"),
+                "{bad:?}"
+            );
+            let link = format!("https://tracker.example.com/{bad}");
+            assert_eq!(ticket(&link).map_err(|e| e.field), Err("ticket"), "{bad:?}");
+        }
+        assert_eq!(note("notes", "line one\n\tline two", false), Ok(()));
+        assert_eq!(note("notes", "naïve café, 東京", false), Ok(()));
+        assert!(ticket("https://tracker.example.com/a\tb").is_err());
+    }
 
     #[test]
     fn labels() {

@@ -1,6 +1,5 @@
 //! Extractors whose rejections are our error body, naming the field at fault.
 
-use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
@@ -19,7 +18,7 @@ pub struct ApiJson<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
         let is_json = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -35,20 +34,58 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 "send a JSON body with Content-Type: application/json",
             ));
         }
-        let bytes = Bytes::from_request(req, state)
+        // Read at most one byte more than allowed: a larger body is refused without buffering
+        // it (and a lying Content-Length changes nothing).
+        let bytes = axum::body::to_bytes(req.into_body(), MAX_JSON + 1)
             .await
-            .map_err(|e| ApiError::invalid("body", format!("cannot read the body: {e}")))?;
+            .map_err(|e| {
+                let too_large = std::error::Error::source(&e)
+                    .is_some_and(<dyn std::error::Error>::is::<http_body_util::LengthLimitError>);
+                if too_large {
+                    too_large_body()
+                } else {
+                    ApiError::invalid("body", format!("cannot read the body: {e}"))
+                }
+            })?;
         if bytes.len() > MAX_JSON {
-            return Err(ApiError::invalid(
-                "body",
-                format!("the body is larger than {MAX_JSON} bytes"),
-            ));
+            return Err(too_large_body());
         }
         let de = &mut serde_json::Deserializer::from_slice(&bytes);
         serde_path_to_error::deserialize(de)
             .map(ApiJson)
-            .map_err(|e| field_error(e.path().to_string(), e.inner().to_string(), "body"))
+            .map_err(|e| {
+                if matches!(
+                    e.inner().classify(),
+                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+                ) {
+                    // Broken JSON has no field to name: where serde stopped is no field of ours.
+                    let message = e.inner().to_string();
+                    return ApiError::invalid(
+                        "body",
+                        format!(
+                            "body: not valid JSON ({}); send one JSON object",
+                            strip_position(&message)
+                        ),
+                    );
+                }
+                field_error(e.path().to_string(), e.inner().to_string(), "body")
+            })
     }
+}
+
+/// 413 naming the body.
+fn too_large_body() -> ApiError {
+    let mut e = ApiError::new(
+        breakglass_shared::ErrorCode::TooLarge,
+        format!("body: larger than {MAX_JSON} bytes; send less"),
+    );
+    e.body.field = Some("body".into());
+    e
+}
+
+/// A serde message without the " at line L column C" that means nothing to users.
+fn strip_position(message: &str) -> &str {
+    message.split(" at line ").next().unwrap_or(message)
 }
 
 /// Query parameters; bad ones answer 400 naming the parameter.
@@ -78,16 +115,13 @@ fn field_error(path: String, message: String, whole: &str) -> ApiError {
             .split('`')
             .nth(1)
             .filter(|_| {
-                message.starts_with("missing field") || message.starts_with("duplicate field")
+                ["missing field", "duplicate field", "unknown field"]
+                    .iter()
+                    .any(|p| message.starts_with(p))
             })
             .map_or_else(|| whole.to_string(), str::to_string)
     };
-    // serde's messages carry positions that mean nothing to users.
-    let message = message
-        .split(" at line ")
-        .next()
-        .unwrap_or(&message)
-        .to_string();
+    let message = strip_position(&message);
     ApiError::invalid(&field, format!("{field}: {message}"))
 }
 

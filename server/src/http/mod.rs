@@ -23,6 +23,7 @@ pub mod clusters;
 pub mod dev_login;
 pub mod events;
 pub mod extract;
+pub mod headers;
 pub mod recordings;
 pub mod sessions;
 pub mod terminal;
@@ -96,6 +97,13 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback_service(frontend)
+        .layer(middleware::from_fn_with_state(
+            headers::SecurityHeaders::new(
+                &state.config.static_dir,
+                state.config.public_url.as_ref().is_some_and(|u| u.secure),
+            ),
+            headers::add,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             count_requests,
