@@ -252,6 +252,19 @@ async fn bad_frames_strangers_takeover_and_ended_sessions_are_closed_with_a_code
         .await
         .unwrap();
     assert_eq!(closed_with(&mut ws).await.0, close::BAD_FRAME);
+    // A resize beyond any screen never reaches the pod or the recording.
+    let mut ws = connect(&server, &alice, &id).await;
+    ws.send(Message::Binary(
+        Frame::Resize {
+            cols: u16::MAX,
+            rows: u16::MAX,
+        }
+        .encode()
+        .into(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(closed_with(&mut ws).await.0, close::BAD_FRAME);
     // A second connection takes over the first.
     let mut first = connect(&server, &alice, &id).await;
     first
@@ -287,6 +300,10 @@ async fn bad_frames_strangers_takeover_and_ended_sessions_are_closed_with_a_code
     assert!(
         !cast.contains("pwned"),
         "refused input must not reach the pod or the recording"
+    );
+    assert!(
+        !cast.contains("65535"),
+        "the oversized resize is not recorded"
     );
     assert!(
         cast.contains("refused: text frame"),

@@ -83,7 +83,7 @@ pub struct IndexBuilder {
 impl IndexBuilder {
     /// Starts indexing (a zero size in the header counts as 80x24).
     pub fn new(header: Header, events: Vec<Event>) -> IndexBuilder {
-        let size = (header.width.max(1), header.height.max(1));
+        let size = breakglass_shared::terminal::clamp_size(header.width, header.height);
         let vt = new_vt(size);
         let dump = vt.dump();
         let n = events.len();
@@ -184,7 +184,8 @@ fn new_vt((cols, rows): (u16, u16)) -> avt::Terminal {
 pub fn parse_size(s: &str) -> Option<(u16, u16)> {
     let (c, r) = s.trim().split_once('x')?;
     let (c, r) = (c.parse::<u16>().ok()?, r.parse::<u16>().ok()?);
-    (c > 0 && r > 0).then_some((c, r))
+    // Recordings from before the relay bounded sizes may hold anything up to 65535x65535.
+    (c > 0 && r > 0).then(|| breakglass_shared::terminal::clamp_size(c, r))
 }
 
 impl CastIndex {
@@ -221,7 +222,7 @@ impl CastIndex {
 
     /// The initial size (columns, rows).
     pub fn initial_size(&self) -> (u16, u16) {
-        (self.header.width.max(1), self.header.height.max(1))
+        breakglass_shared::terminal::clamp_size(self.header.width, self.header.height)
     }
 
     /// Ops that bring a terminal in any state to the state after `events[..upto]`: the nearest
@@ -398,6 +399,31 @@ mod tests {
             ops.extend(index.seek_ops(upto));
             assert_eq!(screen_after((80, 24), &ops), direct, "seek to event {upto}");
         }
+    }
+
+    #[test]
+    fn sizes_from_old_recordings_are_clamped_before_anything_is_allocated() {
+        use breakglass_shared::terminal::{MAX_COLS, MAX_ROWS};
+        let events = vec![
+            out(0.1, "hi"),
+            Event {
+                time: 0.2,
+                code: Code::Resize,
+                data: "65535x65535".into(),
+            },
+            out(0.3, "there"),
+        ];
+        let index = CastIndex::build(header(65535, 65535), events);
+        assert_eq!(index.initial_size(), (MAX_COLS, MAX_ROWS));
+        let ops = index.seek_ops(3);
+        assert!(
+            ops.iter().all(|op| match op {
+                Op::Resize(c, r) => *c <= MAX_COLS && *r <= MAX_ROWS,
+                Op::Write(_) => true,
+            }),
+            "{ops:?}"
+        );
+        assert_eq!(parse_size("4000x30"), Some((MAX_COLS, 30)));
     }
 
     #[test]

@@ -48,6 +48,19 @@ pub struct Status {
     pub message: String,
 }
 
+/// Largest terminal the relay accepts, in columns and in rows: far beyond any screen, and
+/// small enough that the pod's TTY, the recording and the reviewer's player never allocate a
+/// 65535x65535 grid someone asked for.
+pub const MAX_COLS: u16 = 1000;
+/// See [`MAX_COLS`].
+pub const MAX_ROWS: u16 = 1000;
+
+/// `cols`x`rows` brought within 1..=[`MAX_COLS`] and 1..=[`MAX_ROWS`], for sizes read from
+/// recordings made before the bound existed.
+pub fn clamp_size(cols: u16, rows: u16) -> (u16, u16) {
+    (cols.clamp(1, MAX_COLS), rows.clamp(1, MAX_ROWS))
+}
+
 /// A decoded frame, borrowing its payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
@@ -78,7 +91,8 @@ pub enum FrameError {
     /// Unknown tag byte.
     #[error("unknown frame tag {0:#04x}")]
     UnknownTag(u8),
-    /// A resize that is not exactly four bytes, or has a zero dimension.
+    /// A resize that is not exactly four bytes, or has a zero dimension or one above
+    /// [`MAX_COLS`]/[`MAX_ROWS`].
     #[error("malformed resize frame")]
     BadResize,
     /// A status frame that is not valid JSON.
@@ -99,7 +113,7 @@ impl<'a> Frame<'a> {
                 [c0, c1, r0, r1] => {
                     let cols = u16::from_be_bytes([*c0, *c1]);
                     let rows = u16::from_be_bytes([*r0, *r1]);
-                    if cols == 0 || rows == 0 {
+                    if cols == 0 || rows == 0 || cols > MAX_COLS || rows > MAX_ROWS {
                         Err(FrameError::BadResize)
                     } else {
                         Ok(Frame::Resize { cols, rows })
@@ -187,6 +201,16 @@ mod tests {
             Frame::decode(&[TAG_STATUS, b'{']),
             Err(FrameError::BadStatus)
         );
+        for (c, r) in [(MAX_COLS + 1, 24), (80, MAX_ROWS + 1), (u16::MAX, u16::MAX)] {
+            let f = Frame::Resize { cols: c, rows: r }.encode();
+            assert_eq!(Frame::decode(&f), Err(FrameError::BadResize), "{c}x{r}");
+        }
+        let f = Frame::Resize {
+            cols: MAX_COLS,
+            rows: MAX_ROWS,
+        };
+        assert_eq!(Frame::decode(&f.encode()), Ok(f));
+        assert_eq!(clamp_size(65535, 0), (MAX_COLS, 1));
         let big = vec![TAG_DATA; MAX_FRAME + 1];
         assert_eq!(
             Frame::decode(&big),
