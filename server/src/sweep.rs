@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use breakglass_shared::{EndReason, Session, SessionEvent, SessionState};
 use time::OffsetDateTime;
@@ -184,8 +185,21 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
             }
         }
     }
-    // Stuck work: activation or cleanup interrupted (crash, unreachable cluster).
-    for state in [
+    report.driven = drive_stuck(ctx).await?;
+    report.anchored = anchor_ended(ctx, now).await?;
+    report.orphans_removed = reconcile(ctx).await?;
+    Ok(report)
+}
+
+/// How long a pass waits for the drives it started; one still running then goes on by itself
+/// (claimed, so the next pass does not start it again).
+const DRIVE_WAIT: Duration = Duration::from_secs(5);
+
+/// Stuck work: activation or cleanup interrupted (crash, unreachable cluster), driven off the
+/// pass's own loop, a bounded number at once; returns how many moved on within [`DRIVE_WAIT`].
+async fn drive_stuck(ctx: &Arc<Context>) -> Result<usize, Error> {
+    let mut drives = tokio::task::JoinSet::new();
+    'states: for state in [
         SessionState::Approved,
         SessionState::Activating,
         SessionState::Ending,
@@ -197,27 +211,48 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
                 SessionState::Ending => true,
                 _ => ctx.lifecycle.owes_activation(&s.environment),
             };
-            if !owed {
+            if !owed || ctx.lifecycle.is_driving(s.id) {
                 continue;
             }
-            match ctx.lifecycle.drive(s.id).await {
-                Ok(after) if after.state != state => {
-                    ctx.metrics
-                        .sweep_actions
-                        .with_label_values(&["drive"])
-                        .inc();
-                    report.driven += 1;
+            let Some(slot) = ctx.lifecycle.sweep_drive_slot() else {
+                // Every slot is busy: the next pass takes the rest.
+                break 'states;
+            };
+            let lifecycle = Arc::clone(&ctx.lifecycle);
+            let id = s.id;
+            drives.spawn(
+                async move {
+                    let _slot = slot;
+                    (id, state, lifecycle.drive(id).await)
                 }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(id = %s.id, error = %e, "sweep could not move the session on");
+                .instrument(tracing::info_span!("sweep drive", %id)),
+            );
+        }
+    }
+    let mut driven = 0;
+    let deadline = tokio::time::sleep(DRIVE_WAIT);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            next = drives.join_next() => match next {
+                None => break,
+                Some(Ok((_, state, Ok(after)))) if after.state != state => {
+                    ctx.metrics.sweep_actions.with_label_values(&["drive"]).inc();
+                    driven += 1;
                 }
+                Some(Ok((id, _, Err(e)))) => {
+                    tracing::warn!(%id, error = %e, "sweep could not move the session on");
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => tracing::error!(error = %e, "a sweep drive panicked"),
+            },
+            () = &mut deadline => {
+                drives.detach_all();
+                break;
             }
         }
     }
-    report.anchored = anchor_ended(ctx, now).await?;
-    report.orphans_removed = reconcile(ctx).await?;
-    Ok(report)
+    Ok(driven)
 }
 
 /// Removes cluster objects of sessions that are no longer live (crash leftovers).

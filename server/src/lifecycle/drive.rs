@@ -15,7 +15,21 @@ use crate::ports::{ClusterOps, Recording};
 impl Lifecycle {
     /// Moves a session one stage on toward its next resting state: Approved → Activating →
     /// Active (or Failed), Ending → Ended.
+    /// A drive of a session this replica is driving already returns the row as it is, and the
+    /// running drive goes round once more when it is done.
     pub async fn drive(&self, id: Uuid) -> Result<Session, Error> {
+        let Some(mut claim) = self.driving.take(id) else {
+            return self.get(id).await;
+        };
+        loop {
+            let r = self.drive_once(id).await;
+            if !claim.again() {
+                return r;
+            }
+        }
+    }
+
+    async fn drive_once(&self, id: Uuid) -> Result<Session, Error> {
         let mut s = self.get(id).await?;
         let cluster = self.cluster_for(&s.environment).cloned();
         if s.state == SessionState::Approved {

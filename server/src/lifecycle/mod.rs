@@ -7,6 +7,7 @@
 //! [`ProgressSink`](crate::ports::ProgressSink) it is handed, and the recorder reports stored
 //! versions and failures as [`RecorderEvent`]s on a channel the lifecycle drains.
 
+mod claims;
 mod commit;
 mod drive;
 mod progress;
@@ -68,9 +69,17 @@ pub struct Lifecycle {
     /// Whether requests in an environment without a cluster wait in `Approved` (the API-only
     /// `--no-clusters` mode) instead of failing at once.
     park_without_cluster: bool,
+    /// Sessions being driven on this replica now.
+    driving: claims::Claims,
+    /// Room for the sweep's drives: a pass starts at most this many at once, so a stuck
+    /// activation cannot take every task and the pass itself never waits for one.
+    sweep_drives: Arc<tokio::sync::Semaphore>,
     /// Itself, for the drives it spawns.
     me: Weak<Lifecycle>,
 }
+
+/// How many drives the sweep runs at once.
+const SWEEP_DRIVES: usize = 8;
 
 /// What a [`Lifecycle`] is built from.
 pub struct Ports {
@@ -102,6 +111,8 @@ impl Lifecycle {
             recorder: ports.recorder,
             terminals: ports.terminals,
             park_without_cluster: ports.park_without_cluster,
+            driving: claims::Claims::default(),
+            sweep_drives: Arc::new(tokio::sync::Semaphore::new(SWEEP_DRIVES)),
             me: me.clone(),
         });
         tokio::spawn(progress::drain(Arc::downgrade(&lifecycle), recorder_events));
@@ -122,6 +133,16 @@ impl Lifecycle {
     /// Whether any environment has a cluster driver.
     pub fn has_cluster(&self) -> bool {
         self.cluster.is_some()
+    }
+
+    /// Whether this replica is driving `id` right now.
+    pub fn is_driving(&self, id: Uuid) -> bool {
+        self.driving.holds(id)
+    }
+
+    /// A slot for one sweep drive, if one is free (see [`SWEEP_DRIVES`]).
+    pub fn sweep_drive_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.sweep_drives).try_acquire_owned().ok()
     }
 
     /// The recorder.
