@@ -72,7 +72,11 @@ impl WebServer {
         let data = tempfile::tempdir()?;
         let log = data.path().join("server.log");
         let log_file = std::fs::File::create(&log)?;
-        let mut child = Command::new(&bin)
+        let mut cmd = Command::new(&bin);
+        for k in crate::server::leaked_env() {
+            cmd.env_remove(k);
+        }
+        let mut child = cmd
             .arg("--dev")
             .arg("--data-dir")
             .arg(data.path())

@@ -31,6 +31,19 @@ pub fn server_binary() -> anyhow::Result<PathBuf> {
     Ok(target.join("debug").join("breakglass-server"))
 }
 
+/// The variables of this process's environment that configure the server (`BREAKGLASS_*`,
+/// `TOWER_*`): a server under test must see only what its test gives it, not what the shell
+/// that ran the tests happened to export. Remove each from the child's command.
+pub fn leaked_env() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .map(|(k, _)| k)
+        .filter(|k| {
+            let k = k.to_string_lossy();
+            k.starts_with("BREAKGLASS_") || k.starts_with("TOWER_")
+        })
+        .collect()
+}
+
 /// A running server process.
 pub struct ServerProcess {
     child: Child,
@@ -66,6 +79,9 @@ impl ServerProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
             .kill_on_drop(true);
+        for k in leaked_env() {
+            cmd.env_remove(k);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -190,10 +190,12 @@ async fn keystrokes_in_output_out_recorded_and_closed_at_end() {
     let bin = breakglass_e2e::server::server_binary().unwrap();
     let data = _dir.path().join("data");
     let verify = || {
-        std::process::Command::new(&bin)
-            .args(["verify-recording", id.as_str(), "--data-dir"])
+        let mut cmd = std::process::Command::new(&bin);
+        for k in breakglass_e2e::server::leaked_env() {
+            cmd.env_remove(k);
+        }
+        cmd.args(["verify-recording", id.as_str(), "--data-dir"])
             .arg(&data)
-            .env_remove("TOWER_BREAKGLASS_MINIO_ENDPOINT")
             .output()
             .unwrap()
     };
@@ -392,12 +394,15 @@ fn output_of(events: &[breakglass_shared::recording::Event]) -> String {
 }
 
 fn verify_cli(data: &std::path::Path, cfg: &std::path::Path, id: &str) -> (bool, String) {
-    let out = std::process::Command::new(breakglass_e2e::server::server_binary().unwrap())
+    let mut cmd = std::process::Command::new(breakglass_e2e::server::server_binary().unwrap());
+    for k in breakglass_e2e::server::leaked_env() {
+        cmd.env_remove(k);
+    }
+    let out = cmd
         .args(["verify-recording", id, "--data-dir"])
         .arg(data)
         .arg("--config")
         .arg(cfg)
-        .env_remove("TOWER_BREAKGLASS_MINIO_ENDPOINT")
         .output()
         .unwrap();
     (
