@@ -392,3 +392,72 @@ async fn every_response_forbids_framing_sniffing_and_foreign_script() {
         assert_eq!(h("strict-transport-security"), "", "{path}");
     }
 }
+
+#[tokio::test]
+async fn a_session_in_an_environment_one_holds_nothing_in_does_not_exist_for_them() {
+    const VAULT: &str = r#"
+[[environments]]
+name = "dev"
+tier = "ground"
+[environments.permissions]
+"tower.breakglass.request" = { groups = ["engineers", "admins"] }
+
+[[environments]]
+name = "vault"
+tier = "flight"
+[environments.permissions]
+"tower.breakglass.request" = { groups = ["admins"] }
+"tower.breakglass.approve" = { groups = ["admins"] }
+"#;
+    let mut backends = vec![("sqlite", None)];
+    if let Ok(admin) = std::env::var("BREAKGLASS_TEST_POSTGRES_URL") {
+        backends.push(("postgres", Some(common::fresh_pg_database(&admin).await)));
+    }
+    for (backend, url) in backends {
+        let file: FileConfig = toml::from_str(VAULT).unwrap();
+        let s = common::server_with(backend, url, file).await;
+        let alice = s.login("alice").await;
+        let carol = s.login("carol").await;
+        let id = s.create(&carol, "vault").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let unknown = "0190f3a4-0000-7000-8000-000000000000";
+        for sub in ["", "/recording", "/recording/verify"] {
+            for who in [&id, &unknown.to_string()] {
+                let path = format!("/api/breakglass/sessions/{who}{sub}");
+                let r = s.send(&alice, axum::http::Method::GET, &path, None).await;
+                assert_eq!(
+                    (r.status, r.code()),
+                    (StatusCode::NOT_FOUND, "not_found"),
+                    "{backend} {path}: {:?}",
+                    r.body
+                );
+            }
+        }
+        for (action, body) in [
+            ("approve", None),
+            ("deny", Some(json!({"reason": "no"}))),
+            ("end", None),
+            ("terminate", None),
+            ("review", Some(json!({"verdict": "ok"}))),
+        ] {
+            let r = s.act(&alice, &id, action, body).await;
+            assert_eq!(
+                r.status,
+                StatusCode::NOT_FOUND,
+                "{backend} {action}: {:?}",
+                r.body
+            );
+        }
+        let r = s
+            .send(
+                &alice,
+                axum::http::Method::GET,
+                "/api/breakglass/sessions?environment=vault",
+                None,
+            )
+            .await;
+        assert_eq!(r.body["items"], json!([]), "{backend}: {:?}", r.body);
+    }
+}
