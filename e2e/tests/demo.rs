@@ -404,6 +404,10 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
         .unwrap();
     assert_eq!(st, 200);
     assert_eq!(v["ok"], true, "{v}");
+    // bob, an approver of dev, plays it too.
+    let bob = ApiClient::login(&url, "bob").await.unwrap();
+    let (st, _) = bob.get(&format!("/sessions/{id}/recording")).await.unwrap();
+    assert_eq!(st, 200, "bob reads the dev recording");
 
     // The README's "try this", in headless Chromium: alice asks on prod, bob approves from
     // the queue strip, alice types in the terminal, bob plays the recording.

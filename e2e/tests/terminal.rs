@@ -1002,3 +1002,77 @@ async fn a_browser_that_stops_reading_stalls_the_pod_output() {
     }
     end_and_wait(&alice, &id).await;
 }
+
+/// The time box for real: a one-minute session ends by itself with `TtlExpired`, its terminal
+/// is closed with "session ended", its recording is final and verifies, and its grant is gone.
+#[tokio::test]
+async fn a_one_minute_session_ends_on_time_with_everything_closed() {
+    let (dir, cfg, ns) =
+        prepare("[durations.ground]\nmin_minutes = 1\nmax_minutes = 5\ndefault_minutes = 1\n\n")
+            .await;
+    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
+        .await
+        .unwrap();
+    let alice = server.login("alice").await.unwrap();
+    let id = alice
+        .create(
+            json!({"environment": "ground", "namespace": ns, "pod": "shell", "mode": "live",
+                       "reason": "checking that the time box ends it", "duration_minutes": 1}),
+        )
+        .await
+        .unwrap();
+    alice
+        .wait_state(&id, &["Active"], T)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    let mut ws = connect(&server, &alice, &id).await;
+    ws.send(Message::Binary(
+        Frame::Data(b"echo boxed-$((40+2))\r").encode().into(),
+    ))
+    .await
+    .unwrap();
+    assert!(read_until(&mut ws, "boxed-42").await.1.is_none());
+
+    // Nobody ends it: the sweep does, at the end of its minute.
+    let closed = tokio::time::timeout(Duration::from_secs(150), async {
+        loop {
+            let (_, c) = read_until(&mut ws, "\u{0}never\u{0}").await;
+            // read_until gives up after 15 s of silence (code 0); the box is a minute long.
+            if !matches!(c, Some((0, _))) {
+                return c;
+            }
+        }
+    })
+    .await
+    .expect("the terminal was still open 150 s into a one-minute session");
+    assert_eq!(
+        closed.map(|c| c.0),
+        Some(close::SESSION_ENDED),
+        "{}",
+        server.log_text()
+    );
+    let d = alice.wait_state(&id, &["Ended"], T).await.unwrap();
+    assert_eq!(
+        d["session"]["end_reason"],
+        json!({"kind": "TtlExpired"}),
+        "{d}"
+    );
+    let (_, events) = recording_of(&alice, &id).await;
+    assert!(output_of(&events).contains("boxed-42"));
+    assert!(
+        markers_of(&events).iter().any(|m| m.starts_with("ended")),
+        "the recording is final"
+    );
+    verified(&alice, &id).await;
+    let cp = ControlPlane::shared().await.unwrap();
+    let grants: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(cp.client(Identity::Admin).await.unwrap(), &ns);
+    let left = grants
+        .list(
+            &kube::api::ListParams::default()
+                .labels("app.kubernetes.io/managed-by=tower-breakglass"),
+        )
+        .await
+        .unwrap();
+    assert!(left.items.is_empty(), "grant left: {:?}", left.items);
+}

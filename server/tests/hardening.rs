@@ -27,14 +27,7 @@ async fn protected_namespaces_are_refused_at_create_naming_the_field() {
         ] {
             let mut body = request_body(env);
             body["namespace"] = json!(ns);
-            let r = s
-                .send(
-                    &alice,
-                    axum::http::Method::POST,
-                    "/api/breakglass/sessions",
-                    Some(body),
-                )
-                .await;
+            let r = s.try_create(&alice, body).await;
             assert_eq!(
                 r.status,
                 StatusCode::BAD_REQUEST,
@@ -299,14 +292,7 @@ async fn control_and_direction_characters_never_reach_the_audit_trail() {
         ] {
             let mut body = request_body("prod");
             body[field] = json!(bad);
-            let r = s
-                .send(
-                    &alice,
-                    axum::http::Method::POST,
-                    "/api/breakglass/sessions",
-                    Some(body),
-                )
-                .await;
+            let r = s.try_create(&alice, body).await;
             assert_eq!(
                 (r.status, r.body["field"].as_str()),
                 (StatusCode::BAD_REQUEST, Some(field)),

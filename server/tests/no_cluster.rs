@@ -9,27 +9,19 @@ use std::time::Duration;
 
 use axum::http::Method;
 use breakglass_server::config::{Config, ServeArgs};
-use breakglass_server::state::{AppState, Context};
+use breakglass_server::state::Context;
 use breakglass_shared::SessionState;
 use serde_json::Value;
 
 /// A server on the SQLite file in `dir`, with or without `--no-clusters`.
 async fn server_in(dir: tempfile::TempDir, no_clusters: bool) -> common::TestServer {
     let args = ServeArgs {
-        dev: true,
         no_clusters,
-        data_dir: Some(dir.path().to_path_buf()),
-        static_dir: Some(dir.path().join("dist")),
-        ..Default::default()
+        ..common::dev_args(dir.path())
     };
     let config = Config::resolve(&args, Default::default()).unwrap();
     let ctx = Context::new(config, None).await.unwrap();
-    common::TestServer {
-        backend: "sqlite",
-        app: breakglass_server::app(AppState(ctx.clone())),
-        ctx,
-        dir,
-    }
+    common::TestServer::over(ctx, dir)
 }
 
 const WHOAMI: &str = "/api/breakglass/whoami";
@@ -150,22 +142,11 @@ cluster = {{ kind = "kubeconfig", path = "{}" }}
         path.display()
     ))
     .unwrap();
-    let args = ServeArgs {
-        dev: true,
-        data_dir: Some(dir.path().to_path_buf()),
-        static_dir: Some(dir.path().join("dist")),
-        ..Default::default()
-    };
-    let config = Config::resolve(&args, file).unwrap();
+    let config = Config::resolve(&common::dev_args(dir.path()), file).unwrap();
     let clusters = breakglass_server::cluster::Clusters::from_config(&config);
     assert!(clusters.is_some());
     let ctx = Context::with_clusters(config, clusters).await.unwrap();
-    let s = common::TestServer {
-        backend: "sqlite",
-        app: breakglass_server::app(AppState(ctx.clone())),
-        ctx,
-        dir,
-    };
+    let s = common::TestServer::over(ctx, dir);
     let alice = s.login("alice").await;
     for _ in 0..2 {
         // The second look comes from the cache and says the same.

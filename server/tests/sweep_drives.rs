@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use breakglass_server::config::{Config, ServeArgs};
+use breakglass_server::config::Config;
 use breakglass_server::ports::{ClusterError, ClusterOps, ProgressSink};
-use breakglass_server::state::{AppState, Context};
+use breakglass_server::state::Context;
 use breakglass_shared::{Session, SessionState};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -62,23 +62,12 @@ impl ClusterOps for Hanging {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hanging_activation_is_neither_doubled_nor_holding_the_sweep() {
     let dir = tempfile::tempdir().unwrap();
-    let args = ServeArgs {
-        dev: true,
-        data_dir: Some(dir.path().to_path_buf()),
-        static_dir: Some(dir.path().join("dist")),
-        ..Default::default()
-    };
-    let config = Config::resolve(&args, Default::default()).unwrap();
+    let config = Config::resolve(&common::dev_args(dir.path()), Default::default()).unwrap();
     let cluster = Arc::new(Hanging::default());
     let ctx = Context::new(config, Some(cluster.clone() as Arc<dyn ClusterOps>))
         .await
         .unwrap();
-    let s = common::TestServer {
-        backend: "sqlite",
-        app: breakglass_server::app(AppState(ctx.clone())),
-        ctx,
-        dir,
-    };
+    let s = common::TestServer::over(ctx, dir);
     let alice = s.login("alice").await;
     let entered = cluster.entered.notified();
     let id: Uuid = s.create(&alice, "dev").await["id"]

@@ -114,7 +114,33 @@ pub struct Caller {
     pub csrf: Option<String>,
 }
 
+/// The arguments of a dev-mode server whose data (SQLite included) lives in `dir`.
+pub fn dev_args(dir: &std::path::Path) -> ServeArgs {
+    ServeArgs {
+        dev: true,
+        data_dir: Some(dir.to_path_buf()),
+        static_dir: Some(dir.join("dist")),
+        ..Default::default()
+    }
+}
+
 impl TestServer {
+    /// The router over `ctx`, whose SQLite data lives in `dir`.
+    pub fn over(ctx: Arc<Context>, dir: tempfile::TempDir) -> TestServer {
+        TestServer {
+            backend: "sqlite",
+            app: breakglass_server::app(AppState(ctx.clone())),
+            ctx,
+            dir,
+        }
+    }
+
+    /// POSTs a create request with `body`, whatever the answer.
+    pub async fn try_create(&self, caller: &Caller, body: Value) -> Resp {
+        self.send(caller, Method::POST, "/api/breakglass/sessions", Some(body))
+            .await
+    }
+
     /// Sends one request through the router.
     pub async fn send(
         &self,
