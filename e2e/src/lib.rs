@@ -32,6 +32,7 @@ pub mod apply;
 pub mod browser;
 mod controlplane;
 mod namespace;
+pub mod postgres;
 pub mod server;
 mod wait;
 
