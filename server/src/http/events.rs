@@ -40,7 +40,7 @@ pub async fn stream(
     let visible = user.visible_environments(&state);
     state.metrics.sse_open.inc();
     let guard = OpenStream(state.metrics.sse_open.clone());
-    let changes = BroadcastStream::new(state.changes.subscribe()).map(|m| m.ok());
+    let changes = BroadcastStream::new(state.changes.subscribe()).map(Result::ok);
     let missed = WatchStream::from_changes(state.missed.subscribe()).map(|_| None);
     let stream = changes.merge(missed).filter_map(move |msg| {
         let _keep = &guard;

@@ -82,7 +82,6 @@ impl Recorder {
                     writer.abandon("another server replica continues this recording");
                     self.writers.lock().await.remove(&id);
                     self.lost(id).await;
-                    continue;
                 }
                 // The database is unreachable: keep recording; the lease says who writes.
                 Err(e) => tracing::warn!(%id, error = %e, "recording lease not renewed"),

@@ -246,10 +246,10 @@ impl Recorder {
             .await
         {
             Ok(v) => {
-                tracing::info!(%id, bytes = v.bytes, "recording handed over to another replica")
+                tracing::info!(%id, bytes = v.bytes, "recording handed over to another replica");
             }
             Err(e) => {
-                tracing::warn!(%id, error = %e, "the recording's last part was not stored before the handover")
+                tracing::warn!(%id, error = %e, "the recording's last part was not stored before the handover");
             }
         }
         self.writers.lock().await.remove(&id);

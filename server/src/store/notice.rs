@@ -14,7 +14,8 @@ use uuid::Uuid;
 pub const CHANNEL: &str = "breakglass";
 
 /// Something another replica of the same database did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
 pub enum Notice {
     /// Session `id` was committed at `version` by a change of kind `kind`.
     Changed {
@@ -32,7 +33,8 @@ pub enum Notice {
         id: Uuid,
     },
     /// Notices may have been lost (the listening connection dropped and came back): whatever
-    /// depends on them must re-read.
+    /// depends on them must re-read. Said by a replica to itself, never sent.
+    #[serde(skip)]
     Missed,
 }
 
@@ -41,51 +43,31 @@ pub enum Notice {
 struct Wire {
     origin: Uuid,
     #[serde(flatten)]
-    body: Body,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "t", rename_all = "snake_case")]
-enum Body {
-    Changed {
-        id: Uuid,
-        version: i64,
-        kind: String,
-    },
-    Handover {
-        id: Uuid,
-    },
+    notice: Notice,
 }
 
 /// The payload announcing `notice` from replica `origin` (`None` for [`Notice::Missed`],
 /// which is never sent).
 pub(crate) fn encode(origin: Uuid, notice: &Notice) -> Option<String> {
-    let body = match notice {
-        Notice::Changed { id, version, kind } => Body::Changed {
-            id: *id,
-            version: *version,
-            kind: kind.clone(),
-        },
-        Notice::Handover { id } => Body::Handover { id: *id },
-        Notice::Missed => return None,
+    if *notice == Notice::Missed {
+        return None;
+    }
+    let wire = Wire {
+        origin,
+        notice: notice.clone(),
     };
-    serde_json::to_string(&Wire { origin, body }).ok()
+    serde_json::to_string(&wire).ok()
 }
 
 /// The notice in `payload`, unless replica `me` sent it (it acted on it already) or it does
 /// not parse (a newer replica's notice this one does not know: the row tells the rest).
 pub(crate) fn decode(me: Uuid, payload: &str) -> Option<Notice> {
     let wire: Wire = serde_json::from_str(payload).ok()?;
-    if wire.origin == me {
-        return None;
-    }
-    Some(match wire.body {
-        Body::Changed { id, version, kind } => Notice::Changed { id, version, kind },
-        Body::Handover { id } => Notice::Handover { id },
-    })
+    (wire.origin != me).then_some(wire.notice)
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -109,5 +91,11 @@ mod tests {
         }
         assert_eq!(encode(me, &Notice::Missed), None);
         assert_eq!(decode(me, "{\"origin\":1}"), None);
+        let missed = format!("{{\"origin\":\"{other}\",\"t\":\"missed\"}}");
+        assert_eq!(
+            decode(me, &missed),
+            None,
+            "a loss is never taken from the wire"
+        );
     }
 }
