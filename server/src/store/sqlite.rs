@@ -20,6 +20,9 @@ use tokio::sync::broadcast;
 
 use crate::store::Notice;
 
+/// How long a start waits for the previous holder of the lock to be gone before refusing.
+const LOCK_GRACE: Duration = Duration::from_secs(3);
+
 /// Sessions in a SQLite file.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -78,7 +81,18 @@ impl SqliteStore {
 
     async fn join_replicas(&self) -> Result<broadcast::Receiver<Notice>, StoreError> {
         if let Some(db) = &self.file {
-            let file = lock_single_replica(db)?;
+            // A server that was just killed (a restart) may take a moment to be gone.
+            let deadline = tokio::time::Instant::now() + LOCK_GRACE;
+            let file = loop {
+                match lock_single_replica(db) {
+                    Err(StoreError::SingleReplica { .. })
+                        if tokio::time::Instant::now() < deadline =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    other => break other?,
+                }
+            };
             if let Ok(mut held) = self.lock.lock() {
                 *held = Some(file);
             }
