@@ -33,6 +33,7 @@ pub mod browser;
 mod controlplane;
 pub mod flows;
 mod namespace;
+pub mod postgres;
 pub mod server;
 mod wait;
 

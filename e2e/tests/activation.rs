@@ -600,13 +600,15 @@ fn breakglass_server_exit_code() -> i32 {
     86
 }
 
-/// Two replicas on one database: exactly one holds the sweep lease; when it dies the other
-/// takes over.
+/// Two replicas on one database (PostgreSQL: SQLite serves one): exactly one holds the sweep
+/// lease; when it dies the other takes over.
 #[tokio::test]
 async fn two_replicas_one_sweeps() {
     let rig = Rig::new("bg-replicas", "ground", &[]).await;
-    let mut a = rig.start(&[]).await;
-    let b = rig.start(&[]).await;
+    let db = breakglass_e2e::postgres::fresh_database().await.unwrap();
+    let env = [("BREAKGLASS_DATABASE_URL", db.as_str())];
+    let mut a = rig.start(&env).await;
+    let b = rig.start(&env).await;
     let leader = |url: String| async move {
         let text = reqwest::get(format!("{url}/metrics")).await?.text().await?;
         Ok::<bool, anyhow::Error>(text.lines().any(|l| l == "breakglass_sweep_leader 1"))

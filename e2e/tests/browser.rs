@@ -10,6 +10,10 @@
 //! session activates, the terminal opens in the Debug panel, `echo hello` prints `hello`, End
 //! closes it, and the recording player finds `hello` and shows the integrity badge.
 //!
+//! `two_replicas_one_queue_in_the_browser` runs two servers on one PostgreSQL database, each
+//! at its own URL: a request made on one shows up live in the approver's queue on the other,
+//! and the approval made there turns the requester's panel.
+//!
 //! Screenshots of every page go to `$BREAKGLASS_ARTIFACTS` (default `target/screenshots`).
 
 use std::time::Duration;
@@ -52,6 +56,61 @@ async fn request_and_approve_in_the_browser() -> anyhow::Result<()> {
     let result = flow(&server).await;
     if result.is_err() {
         eprintln!("server log:\n{}", server.log_text());
+    }
+    result
+}
+
+/// Two replicas on one PostgreSQL database behind nothing but their two URLs: alice's request
+/// on A shows up live in bob's queue strip on B, and bob's approval on B turns alice's panel on
+/// A; neither page reloads (the change crosses replicas through the database's notifications).
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_one_queue_in_the_browser() -> anyhow::Result<()> {
+    let dist = frontend_dist()?;
+    let db = breakglass_e2e::postgres::fresh_database().await?;
+    let args = ["--no-clusters", "--database-url", db.as_str()];
+    let a = WebServer::start(&dist, &args).await?;
+    let b = WebServer::start(&dist, &args).await?;
+    let result = async {
+        let driver = ChromeDriver::start().await?;
+        let alice = Browser::open(&driver, "alice", false).await?;
+        let bob = Browser::open(&driver, "bob", false).await?;
+        bob.goto(&b.at("/")).await?;
+        bob.dev_sign_in("bob").await?;
+        bob.wait_text("[data-testid=queue-strip]", "Nothing is waiting")
+            .await?;
+        mark_page(&bob).await?;
+
+        alice.goto(&a.at("/")).await?;
+        alice.dev_sign_in("alice").await?;
+        alice.goto(&a.at(POD_PATH)).await?;
+        request_access(&alice, "orders stuck in the payment worker since 09:10").await?;
+        panel_state(&alice, "PendingApproval").await?;
+        mark_page(&alice).await?;
+
+        bob.wait_text("[data-testid=queue-item]", "shop/web-1")
+            .await?;
+        assert_not_reloaded(&bob).await?;
+        bob.screenshot("30-replica-b-queue-live").await?;
+        bob.click("[data-testid=queue-item] [data-action=approve]")
+            .await?;
+        panel_state(&alice, "Approved").await?;
+        alice
+            .wait_text("[data-testid=session-outcome]", "approved by bob")
+            .await?;
+        assert_not_reloaded(&alice).await?;
+        alice.screenshot("31-replica-a-approved-live").await?;
+        for br in [alice, bob] {
+            br.close().await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if result.is_err() {
+        eprintln!(
+            "replica A log:\n{}\nreplica B log:\n{}",
+            a.log_text(),
+            b.log_text()
+        );
     }
     result
 }

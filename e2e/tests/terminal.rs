@@ -393,7 +393,12 @@ fn output_of(events: &[breakglass_shared::recording::Event]) -> String {
         .collect()
 }
 
-fn verify_cli(data: &std::path::Path, cfg: &std::path::Path, id: &str) -> (bool, String) {
+fn verify_cli(
+    data: &std::path::Path,
+    cfg: &std::path::Path,
+    id: &str,
+    env: &[(&str, &str)],
+) -> (bool, String) {
     let mut cmd = std::process::Command::new(breakglass_e2e::server::server_binary().unwrap());
     for k in breakglass_e2e::server::leaked_env() {
         cmd.env_remove(k);
@@ -403,6 +408,7 @@ fn verify_cli(data: &std::path::Path, cfg: &std::path::Path, id: &str) -> (bool,
         .arg(data)
         .arg("--config")
         .arg(cfg)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     (
@@ -431,6 +437,16 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     let (dir, cfg, ns) = prepare(&extra).await;
     let data = dir.path().join("data");
     let mut server = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
+    // SQLite serves one replica: a second server on the same file refuses to start, saying
+    // why and what to use instead.
+    let second = ServerProcess::start(&cfg, &data, &[]).await;
+    assert!(
+        second.is_err(),
+        "a second server started on one SQLite file"
+    );
+    let log = server.log_text();
+    assert!(log.contains("SQLite serves one replica only"), "{log}");
+    assert!(log.contains("PostgreSQL"), "{log}");
     let (alice, id) = request(&server, &ns).await;
     alice
         .wait_state(&id, &["Active"], T)
@@ -447,7 +463,8 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     let (_, events) = breakglass_shared::recording::parse(&latest).unwrap();
     assert!(output_of(&events).contains("before-42"), "{latest}");
 
-    // Restart on the same data: the session is still Active and its terminal comes back.
+    // Restart on the same data (the killed server's lock is gone with its process): the
+    // session is still Active and its terminal comes back.
     let server = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
     let alice = server.login("alice").await.unwrap();
     let d = alice.session(&id).await.unwrap();
@@ -498,7 +515,7 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
         .unwrap();
     assert_eq!(log_check["outcome"], "pass", "{v}");
     drop(server);
-    let (ok, text) = verify_cli(&data, &cfg, &id);
+    let (ok, text) = verify_cli(&data, &cfg, &id, &[]);
     assert!(ok, "{text}");
     assert!(text.contains("PASS transparency log"), "{text}");
 
@@ -533,7 +550,7 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     .unwrap();
     assert_eq!(changed.rows_affected(), 1);
     db.close().await;
-    let (ok, text) = verify_cli(&data, &cfg, &id);
+    let (ok, text) = verify_cli(&data, &cfg, &id, &[]);
     assert!(!ok, "{text}");
     assert!(text.contains("PASS hash on record"), "{text}");
     assert!(text.contains("FAIL transparency log"), "{text}");
@@ -595,9 +612,10 @@ async fn open_terminal(
     id: &str,
 ) -> Result<Ws, (u16, String)> {
     let mut ws = connect(server, who, id).await;
-    let first = tokio::time::timeout(Duration::from_secs(15), ws.next())
+    // A replica taking the recording over from a dead one waits for its lease (10 s) first.
+    let first = tokio::time::timeout(Duration::from_secs(30), ws.next())
         .await
-        .map_err(|_| (0, "no answer in 15 s".to_string()))?;
+        .map_err(|_| (0, "no answer in 30 s".to_string()))?;
     match first {
         Some(Ok(Message::Binary(b))) => match Frame::decode(&b) {
             Ok(Frame::Status(st)) if st.message == "attached" => Ok(ws),
@@ -629,109 +647,158 @@ async fn open_when_free(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws
     }
 }
 
-/// Of two replicas, the one that writes the session's recording (it attaches) and the other
-/// (it refuses, naming why).
-async fn writer_and_other<'a>(
-    pair: [&'a ServerProcess; 2],
-    id: &str,
-) -> (&'a ServerProcess, Ws, &'a ServerProcess) {
-    let mut opened = Vec::new();
-    for s in pair {
-        let who = s.login("alice").await.unwrap();
-        opened.push(open_terminal(s, &who, id).await);
-    }
-    let [a, b] = pair;
-    match (opened.remove(0), opened.remove(0)) {
-        (Ok(ws), Err((code, reason))) => {
-            assert_eq!(code, close::RELAY_ERROR, "{reason}");
-            assert!(reason.contains("another server replica"), "{reason}");
-            (a, ws, b)
-        }
-        (Err((code, reason)), Ok(ws)) => {
-            assert_eq!(code, close::RELAY_ERROR, "{reason}");
-            assert!(reason.contains("another server replica"), "{reason}");
-            (b, ws, a)
-        }
-        (x, y) => panic!(
-            "expected exactly one replica to serve the terminal: {:?} / {:?}",
-            x.err(),
-            y.err()
-        ),
-    }
+/// Two replicas with their own URLs and data directories, sharing what replicas share: one
+/// PostgreSQL database and one recording store (a directory here, a bucket in production).
+async fn two_replicas(
+    ns_extra: &str,
+) -> (
+    ServerProcess,
+    ServerProcess,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    String,
+    String,
+) {
+    let db = breakglass_e2e::postgres::fresh_database().await.unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[recording]\nflush_interval_seconds = 1\nlocal_dir = \"{}\"\n\n{ns_extra}",
+        shared.path().join("recordings").display()
+    );
+    let (dir, cfg, ns) = prepare(&extra).await;
+    let env = [("BREAKGLASS_DATABASE_URL", db.as_str())];
+    let a = ServerProcess::start(&cfg, &dir.path().join("a"), &env)
+        .await
+        .unwrap();
+    let b = ServerProcess::start(&cfg, &dir.path().join("b"), &env)
+        .await
+        .unwrap();
+    std::mem::forget(shared);
+    (a, b, dir, cfg, ns, db)
 }
 
-/// Two replicas on one database and one store: the replica that started a recording writes it
-/// and serves the terminal, the other refuses the terminal naming why; End through the other
-/// replica closes the terminal and finishes the recording once (one `ended` marker, verified as
-/// the latest version). When the writing replica is killed, the other continues its recording
-/// once the lease expires.
-#[tokio::test]
-async fn two_replicas_one_writer_per_recording() {
-    let (dir, cfg, ns) = prepare("[recording]\nflush_interval_seconds = 1\n\n").await;
-    let data = dir.path().join("data");
-    let mut a = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
-    let mut b = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
+/// How often `needle` occurs in `haystack`.
+fn count(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
 
-    // 1. End through the replica that does not write.
+/// Two replicas on PostgreSQL behind nothing but two URLs. The terminal works through either:
+/// the writer of the recording follows the terminal (the replica holding it hands it over,
+/// even with its own terminal open), and when the replica serving the terminal is killed the
+/// other serves it once the dead one's lease ran out. Through all of it the recording is one
+/// cast: each command's output is in it exactly once, every handover and resume is marked, it
+/// ends once and verifies, on the server and with `verify-recording`.
+#[tokio::test]
+async fn two_replicas_serve_one_terminal_and_one_recording() {
+    let (mut a, mut b, dir, cfg, ns, db) = two_replicas("").await;
+    let (alice_a, id) = request(&a, &ns).await;
+    alice_a
+        .wait_state(&id, &["Active"], T)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", a.log_text()));
+
+    // Activated (and recorded) on A; the terminal opened on B works.
+    let alice_b = b.login("alice").await.unwrap();
+    let mut ws_b = open_terminal(&b, &alice_b, &id)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}\n{}", a.log_text(), b.log_text()));
+    type_and_see(&b, &mut ws_b, b"echo one-$((5*5))\r", "one-25").await;
+
+    // Back to A while B's terminal is open: B closes it, and what B recorded stays.
+    let mut ws_a = open_terminal(&a, &alice_a, &id)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}\n{}", a.log_text(), b.log_text()));
+    let (code, reason) = closed_with(&mut ws_b).await;
+    assert_eq!(code, close::TAKEN_OVER, "{reason}");
+    assert!(reason.contains("another server replica"), "{reason}");
+    type_and_see(&a, &mut ws_a, b"echo two-$((6*6))\r", "two-36").await;
+
+    // A, writing and serving the terminal, is killed: B serves it and continues the cast.
+    wait_stored(&alice_b, &id, "two-36").await;
+    a.kill().await.unwrap();
+    drop(ws_a);
+    let mut ws_b = open_terminal(&b, &alice_b, &id)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", b.log_text()));
+    type_and_see(&b, &mut ws_b, b"echo three-$((7*7))\r", "three-49").await;
+
+    // A comes back; now B is killed, and A serves the terminal.
+    let env = [("BREAKGLASS_DATABASE_URL", db.as_str())];
+    let a = ServerProcess::start(&cfg, &dir.path().join("a"), &env)
+        .await
+        .unwrap();
+    let alice_a = a.login("alice").await.unwrap();
+    wait_stored(&alice_a, &id, "three-49").await;
+    b.kill().await.unwrap();
+    drop(ws_b);
+    let mut ws_a = open_terminal(&a, &alice_a, &id)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", a.log_text()));
+    type_and_see(&a, &mut ws_a, b"echo four-$((8*8))\r", "four-64").await;
+    end_and_wait(&alice_a, &id).await;
+
+    let (cast, events) = recording_of(&alice_a, &id).await;
+    assert_eq!(count(&cast, "\"version\":2"), 1, "one header:\n{cast}");
+    let out = output_of(&events);
+    for needle in ["one-25", "two-36", "three-49", "four-64"] {
+        assert_eq!(
+            count(&out, needle),
+            1,
+            "{needle} once in the cast:\n{out:?}"
+        );
+    }
+    let markers = markers_of(&events);
+    let n = |prefix: &str| markers.iter().filter(|m| m.starts_with(prefix)).count();
+    assert_eq!(n("handed over: "), 2, "A→B, then B→A: {markers:?}");
+    assert_eq!(
+        n("resumed: handed over by another server replica"),
+        2,
+        "{markers:?}"
+    );
+    assert_eq!(
+        n("resumed: server restarted"),
+        2,
+        "one per kill: {markers:?}"
+    );
+    assert_eq!(n("ended"), 1, "{markers:?}");
+    assert!(markers.last().unwrap().starts_with("ended"), "{markers:?}");
+    assert!(
+        events.windows(2).all(|w| w[0].time <= w[1].time),
+        "clock went back"
+    );
+    verified(&alice_a, &id).await;
+    drop(a);
+    let (ok, text) = verify_cli(&dir.path().join("a"), &cfg, &id, &env);
+    assert!(ok, "{text}");
+}
+
+/// Ending a session through the replica that does not hold its terminal closes the terminal
+/// on the other one at once (the change reaches it through the database) and the recording is
+/// finished once.
+#[tokio::test]
+async fn ending_through_the_other_replica_closes_the_terminal_and_finishes_once() {
+    let (a, b, _dir, _cfg, ns, _db) = two_replicas("").await;
     let (alice, id) = request(&a, &ns).await;
     alice.wait_state(&id, &["Active"], T).await.unwrap();
-    let (writer, mut ws, other) = writer_and_other([&a, &b], &id).await;
-    type_and_see(writer, &mut ws, b"echo one-$((5*5))\r", "one-25").await;
-    let via_other = other.login("alice").await.unwrap();
-    let (st, body) = via_other
+    let mut ws = open_terminal(&a, &alice, &id).await.unwrap();
+    type_and_see(&a, &mut ws, b"echo one-$((5*5))\r", "one-25").await;
+    let via_b = b.login("alice").await.unwrap();
+    let (st, body) = via_b
         .post(&format!("/sessions/{id}/end"), json!({}))
         .await
         .unwrap();
     assert_eq!(st, 200, "{body}");
     let (code, reason) = closed_with(&mut ws).await;
     assert_eq!(code, close::SESSION_ENDED, "{reason}");
-    via_other.wait_state(&id, &["Ended"], T).await.unwrap();
-    let (_, events) = recording_of(&via_other, &id).await;
-    assert!(output_of(&events).contains("one-25"));
+    via_b.wait_state(&id, &["Ended"], T).await.unwrap();
+    let (_, events) = recording_of(&via_b, &id).await;
+    assert_eq!(count(&output_of(&events), "one-25"), 1);
     let ended = markers_of(&events)
         .iter()
         .filter(|m| m.starts_with("ended"))
         .count();
     assert_eq!(ended, 1, "{:?}", markers_of(&events));
-    verified(&via_other, &id).await;
-
-    // 2. The writing replica dies; the other continues the same recording.
-    let (alice, id) = request(&b, &ns).await;
-    alice.wait_state(&id, &["Active"], T).await.unwrap();
-    let (writer, mut ws, _) = writer_and_other([&a, &b], &id).await;
-    let writer_is_a = std::ptr::eq(writer, &a);
-    type_and_see(writer, &mut ws, b"echo two-$((6*6))\r", "two-36").await;
-    let watcher = writer.login("alice").await.unwrap();
-    wait_stored(&watcher, &id, "two-36").await;
-    drop(ws);
-    let survivor = if writer_is_a {
-        a.kill().await.unwrap();
-        &b
-    } else {
-        b.kill().await.unwrap();
-        &a
-    };
-    let alice = survivor.login("alice").await.unwrap();
-    let mut ws = open_when_free(survivor, &alice, &id).await;
-    type_and_see(survivor, &mut ws, b"echo three-$((7*7))\r", "three-49").await;
-    end_and_wait(&alice, &id).await;
-    let (_, events) = recording_of(&alice, &id).await;
-    let out = output_of(&events);
-    assert!(
-        out.contains("two-36") && out.contains("three-49"),
-        "{out:?}"
-    );
-    let markers = markers_of(&events);
-    assert!(
-        markers.contains(&"resumed: server restarted"),
-        "{markers:?}"
-    );
-    assert_eq!(
-        markers.iter().filter(|m| m.starts_with("ended")).count(),
-        1,
-        "{markers:?}"
-    );
-    verified(&alice, &id).await;
+    verified(&via_b, &id).await;
 }
 
 /// Waits until a stored version of the live recording holds `needle`.

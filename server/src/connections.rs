@@ -2,7 +2,8 @@
 //! requester takes over (the previous one is told to close with [`close::TAKEN_OVER`]),
 //! because after a network blip the old socket may be half-dead and the person should get
 //! their terminal back at once. The relay registers connections; the lifecycle (at End) and the
-//! recorder (a lost lease) close them, without either importing the relay.
+//! recorder (a lost lease, a handover to another replica) close them, without either importing
+//! the relay.
 
 use std::collections::HashMap;
 
@@ -22,32 +23,58 @@ pub struct CloseReason {
     pub reason: String,
 }
 
+/// One open terminal as the registry holds it.
+struct Open {
+    /// Tells the relay to close.
+    close: oneshot::Sender<CloseReason>,
+    /// Resolves (with an error) once the relay's [`Served`] is dropped: it stopped pumping.
+    served: oneshot::Receiver<()>,
+}
+
+/// Held by the relay while it serves a connection; dropping it tells the registry the relay
+/// stopped (nothing more read from the pod, everything read teed into the recording).
+pub struct Served {
+    _done: oneshot::Sender<()>,
+}
+
 /// The registry of open terminals.
 #[derive(Default)]
 pub struct Connections {
-    open: Mutex<HashMap<Uuid, oneshot::Sender<CloseReason>>>,
+    open: Mutex<HashMap<Uuid, Open>>,
 }
 
 impl Connections {
     /// Registers a new connection for `id`, closing the previous one (takeover). The receiver
-    /// fires when the server closes this connection.
-    pub async fn take_over(&self, id: Uuid) -> oneshot::Receiver<CloseReason> {
+    /// fires when the server closes this connection; the relay keeps [`Served`] until it stops.
+    pub async fn take_over(&self, id: Uuid) -> (oneshot::Receiver<CloseReason>, Served) {
         let (tx, rx) = oneshot::channel();
-        if let Some(old) = self.open.lock().await.insert(id, tx) {
-            let _ = old.send(CloseReason {
+        let (done, served) = oneshot::channel();
+        let entry = Open { close: tx, served };
+        if let Some(old) = self.open.lock().await.insert(id, entry) {
+            let _ = old.close.send(CloseReason {
                 code: close::TAKEN_OVER,
                 reason: "this terminal was opened elsewhere".into(),
             });
         }
-        rx
+        (rx, Served { _done: done })
+    }
+
+    /// Closes the terminal of `id` and waits until its relay stopped, so that the caller may
+    /// hand the recording over knowing no byte more is written into it here.
+    pub async fn close_and_wait(&self, id: Uuid, code: u16, reason: String) {
+        let open = self.open.lock().await.remove(&id);
+        if let Some(open) = open {
+            let _ = open.close.send(CloseReason { code, reason });
+            let _ = open.served.await;
+        }
     }
 }
 
 #[async_trait]
 impl Terminals for Connections {
     async fn close(&self, id: Uuid, code: u16, reason: String) {
-        if let Some(tx) = self.open.lock().await.remove(&id) {
-            let _ = tx.send(CloseReason { code, reason });
+        if let Some(open) = self.open.lock().await.remove(&id) {
+            let _ = open.close.send(CloseReason { code, reason });
         }
     }
 }

@@ -99,7 +99,8 @@ impl Relay {
                 return close_with(ws, close::RELAY_ERROR, format!("cannot attach: {e}")).await
             }
         };
-        let mut closed_by_server = self.connections.take_over(id).await;
+        // `_served` lives until this function returns: a handover waits for it.
+        let (mut closed_by_server, _served) = self.connections.take_over(id).await;
         let (Some(mut stdin), Some(mut stdout)) = (attached.stdin(), attached.stdout()) else {
             return close_with(ws, close::RELAY_ERROR, "the attach has no terminal streams").await;
         };

@@ -1,14 +1,19 @@
 //! The shared context every handler and task gets, as `Arc`. It only composes: it builds
 //! the store, the recorder, the connections, the relay and the lifecycle (which owns its
 //! ports), and hands them out.
+//!
+//! It also joins this process to the other replicas of the database: what they announce
+//! through the store ([`Notice`]) is carried in here, so a change committed on another replica
+//! reaches this one's SSE streams and keeper on the same `changes` channel as a local one.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use axum::extract::FromRef;
 use axum_extra::extract::cookie::Key;
 use breakglass_shared::api::SessionChange;
-use tokio::sync::broadcast;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::watch;
 
 use crate::cluster::Clusters;
 use crate::config::Config;
@@ -19,7 +24,7 @@ pub use crate::metrics::Metrics;
 use crate::ports::ClusterOps;
 use crate::recorder::{Recorder, RecorderParts};
 use crate::relay::Relay;
-use crate::store::Store;
+use crate::store::{Notice, Store};
 
 /// Everything a request or task needs.
 pub struct Context {
@@ -27,8 +32,12 @@ pub struct Context {
     pub config: Config,
     /// Session storage (reads; every write goes through [`Context::lifecycle`]).
     pub store: Arc<dyn Store>,
-    /// Live session changes for the SSE streams.
+    /// Live session changes for the SSE streams: this replica's commits and, re-read from
+    /// the database, the other replicas'.
     pub changes: broadcast::Sender<SessionChange>,
+    /// Bumped whenever changes of other replicas may have been missed (the database's
+    /// notifications were interrupted): live views re-read.
+    pub missed: watch::Sender<u64>,
     /// Metrics.
     pub metrics: Metrics,
     /// Cookie signing key.
@@ -108,6 +117,7 @@ impl Context {
         clusters: Option<Arc<Clusters>>,
     ) -> Result<Arc<Context>, StartError> {
         let store = crate::store::connect(&config.database_url).await?;
+        let notices = store.join().await?;
         let key = match &config.session_secret {
             // The config check guarantees at least 64 bytes, which is what `Key::from` needs.
             Some(s) => Key::from(s.as_bytes()),
@@ -115,6 +125,7 @@ impl Context {
         };
         let metrics = Metrics::new()?;
         let changes = broadcast::channel(1024).0;
+        let missed = watch::channel(0).0;
         let connections = Arc::new(Connections::default());
         let recording = crate::recording::RecordingConfig::from_settings(&config.recording)
             .map_err(StartError::Recording)?;
@@ -123,6 +134,7 @@ impl Context {
             db: store.clone(),
             connections: connections.clone(),
             changes: changes.clone(),
+            missed: missed.subscribe(),
             anchors: metrics.anchors.clone(),
         })
         .map_err(StartError::Recording)?;
@@ -144,17 +156,49 @@ impl Context {
             cluster,
             connections,
         };
-        Ok(Arc::new(Context {
+        let ctx = Arc::new(Context {
             config,
             store,
             changes,
+            missed,
             metrics,
             key,
             lifecycle,
             recorder,
             relay,
             clusters,
-        }))
+        });
+        tokio::spawn(follow(Arc::downgrade(&ctx), notices));
+        Ok(ctx)
+    }
+}
+
+/// Carries the other replicas' notices into this one until the context is gone: a changed
+/// session is re-read (the notice names it, the row is the truth) and published like a local
+/// commit; a request for a recording's writer goes to the recorder; a possible loss bumps
+/// `missed`.
+async fn follow(ctx: Weak<Context>, mut notices: broadcast::Receiver<Notice>) {
+    loop {
+        let notice = notices.recv().await;
+        let Some(ctx) = ctx.upgrade() else { return };
+        match notice {
+            Ok(Notice::Changed { id, kind, .. }) => match ctx.store.get(id).await {
+                Ok(Some(session)) => {
+                    let _ = ctx.changes.send(SessionChange { session, kind });
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(%id, error = %e, "a change on another replica could not be read; live views re-read");
+                    ctx.missed.send_modify(|n| *n += 1);
+                }
+            },
+            Ok(Notice::Handover { id }) => {
+                let recorder = ctx.recorder.clone();
+                tokio::spawn(async move { recorder.hand_over(id).await });
+            }
+            Ok(Notice::Missed) | Err(RecvError::Lagged(_)) => ctx.missed.send_modify(|n| *n += 1),
+            Err(RecvError::Closed) => return,
+        }
     }
 }
 

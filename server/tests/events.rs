@@ -277,3 +277,123 @@ async fn the_stream_needs_a_sign_in() {
         assert_eq!(live.open_streams().await, 0, "{}", s.backend);
     }
 }
+
+/// The PostgreSQL admin URL, or `None` when PostgreSQL is explicitly skipped.
+fn postgres_admin() -> Option<String> {
+    match std::env::var("BREAKGLASS_TEST_POSTGRES_URL") {
+        Ok(admin) => Some(admin),
+        Err(_) if std::env::var("BREAKGLASS_TEST_SKIP_POSTGRES").is_ok() => {
+            eprintln!("warning: PostgreSQL tests skipped (BREAKGLASS_TEST_SKIP_POSTGRES)");
+            None
+        }
+        Err(_) => panic!(
+            "BREAKGLASS_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres.sh start` \
+             (or set BREAKGLASS_TEST_SKIP_POSTGRES=1 to skip it locally)"
+        ),
+    }
+}
+
+/// Two replicas on one PostgreSQL database, each with its own data directory (so nothing but
+/// the database is shared): alice's request on A reaches bob's stream on B, bob's approval on
+/// B reaches alice's stream on A. When the database drops the connections the replicas listen
+/// on, every stream is told `lagged` (refetch), and changes flow again once they reconnected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_on_one_replica_reach_the_streams_of_the_other() {
+    let Some(admin) = postgres_admin() else {
+        return;
+    };
+    let url = common::fresh_pg_database(&admin).await;
+    let a = common::server_with("postgres", Some(url.clone()), file()).await;
+    let b = common::server_with("postgres", Some(url.clone()), file()).await;
+    let (live_a, live_b) = (serve(&a).await, serve(&b).await);
+    let alice = a.login("alice").await;
+    let bob = b.login("bob").await;
+    let mut alice_events = live_a.events(&alice).await;
+    let mut bob_events = live_b.events(&bob).await;
+    live_a.wait_open_streams(1, Duration::from_secs(5)).await;
+    live_b.wait_open_streams(1, Duration::from_secs(5)).await;
+
+    let created = a.create(&alice, "prod").await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let change = bob_events
+        .session_event(&id, "create", Duration::from_secs(10))
+        .await
+        .expect("bob, on B, sees alice's request made on A");
+    assert_eq!(change["session"]["state"], "PendingApproval");
+    assert_eq!(change["session"]["requester"], "alice");
+
+    let r = b.act(&bob, &id, "approve", None).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let change = alice_events
+        .session_event(&id, "approve", Duration::from_secs(10))
+        .await
+        .expect("alice, on A, sees bob's approval made on B");
+    assert_eq!(change["session"]["state"], "Approved");
+    assert_eq!(change["session"]["approver"], "bob");
+
+    // The database ends the listening connections (a failover, a proxy's idle cut): what was
+    // committed meanwhile may be lost, so every stream is told to refetch.
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+        .await
+        .unwrap();
+    let cut: Vec<(bool,)> = sqlx::query_as(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = $1 AND query LIKE 'LISTEN%'",
+    )
+    .bind(&db)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(cut.len(), 2, "one listening connection per replica");
+    for (who, events) in [("alice", &mut alice_events), ("bob", &mut bob_events)] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ev = events
+                .next(left)
+                .await
+                .unwrap_or_else(|| panic!("{who}'s stream was never told `lagged`"));
+            if ev.event == "lagged" {
+                break;
+            }
+        }
+    }
+    // Listening again: a change on A reaches B.
+    let second = a.create(&alice, "prod").await;
+    let id = second["id"].as_str().unwrap().to_string();
+    bob_events
+        .session_event(&id, "create", Duration::from_secs(10))
+        .await
+        .expect("after the reconnect, changes on A reach B again");
+}
+
+/// SQLite serves one replica: a second server on the same file is refused with a message that
+/// says why and what to use instead; the lock a crashed server leaves (its file, no holder)
+/// does not block the next start.
+#[tokio::test]
+async fn a_second_server_on_one_sqlite_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = breakglass_server::config::ServeArgs {
+        data_dir: Some(dir.path().to_path_buf()),
+        no_clusters: true,
+        ..Default::default()
+    };
+    let config = || breakglass_server::config::Config::resolve(&args, file()).unwrap();
+    // What a server killed with SIGKILL leaves behind: the lock file, held by nobody.
+    std::fs::write(dir.path().join("breakglass.db.lock"), "pid 4194304").unwrap();
+    let first = breakglass_server::state::Context::new(config(), None)
+        .await
+        .expect("a lock file without a live holder does not block the start");
+    let Err(e) = breakglass_server::state::Context::new(config(), None).await else {
+        panic!("a second server on the same SQLite file started");
+    };
+    let msg = e.to_string();
+    assert!(msg.contains("SQLite serves one replica only"), "{msg}");
+    assert!(msg.contains("PostgreSQL"), "{msg}");
+    assert!(
+        msg.contains(&format!("pid {}", std::process::id())),
+        "names the holder: {msg}"
+    );
+    drop(first);
+}

@@ -89,8 +89,10 @@ async fn no_clusters_keeps_requests_waiting_and_the_sweep_fails_them_once_it_is_
     let row = parked.ctx.store.get(id).await.unwrap().unwrap();
     assert_eq!(row.state, SessionState::Approved, "parked requests wait");
 
-    // The same data without --no-clusters: the sweep fails the request left over.
-    let common::TestServer { dir, .. } = parked;
+    // The same data without --no-clusters: the sweep fails the request left over. The first
+    // server stops first (SQLite serves one server at a time).
+    let common::TestServer { dir, ctx, app, .. } = parked;
+    drop((ctx, app));
     let strict = server_in(dir, false).await;
     let report = breakglass_server::sweep::sweep_once(&strict.ctx, now)
         .await

@@ -1127,3 +1127,58 @@ async fn resumed_writer_continues_the_stored_cast() {
         assert!(e.to_string().contains("cannot be continued"), "{e}");
     }
 }
+
+/// A writer handing over to another replica stores every byte it took, with a `handed over`
+/// marker and no end marker, takes nothing more, and the next writer continues that cast
+/// byte for byte, so the output before and after is in the cast once.
+#[tokio::test]
+async fn handed_off_writer_stores_everything_and_the_next_continues_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn RecordingStore> = Arc::new(LocalStore::new(dir.path()));
+    let key = recording_key(Uuid::now_v7());
+    let versions = Versions::default();
+    let first = CastWriter::start(store.clone(), &key, info(), fast_config(), versions.sink())
+        .await
+        .unwrap();
+    first.output(b"typed on A\r\n").unwrap();
+    let last = first.hand_off("the terminal moved").await.unwrap();
+    assert!(
+        first.output(b"late").is_err(),
+        "a handed-off writer takes nothing more"
+    );
+    let stored = store.get(&key, Some(&last.version)).await.unwrap();
+    assert_eq!(last.sha256, sha256_hex(&stored));
+    assert!(breakglass_server::recording::handed_over(&stored));
+    assert_eq!(breakglass_server::recording::ended_reason(&stored), None);
+
+    let second = CastWriter::resume(
+        store.clone(),
+        &key,
+        stored.clone(),
+        "handed over by another server replica",
+        fast_config(),
+        Versions::default().sink(),
+    )
+    .await
+    .unwrap();
+    second.output(b"typed on B\r\n").unwrap();
+    let end = second.finish("UserEnded").await.unwrap();
+    let cast = store.get(&key, Some(&end.version)).await.unwrap();
+    assert!(cast.starts_with(&stored));
+    let (_, events) = parse(std::str::from_utf8(&cast).unwrap()).unwrap();
+    let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
+    for line in ["typed on A\r\n", "typed on B\r\n"] {
+        assert_eq!(data.iter().filter(|d| **d == line).count(), 1, "{data:?}");
+    }
+    assert!(!data.iter().any(|d| d.contains("late")), "{data:?}");
+    let handed = data
+        .iter()
+        .position(|d| d.starts_with("handed over: "))
+        .unwrap();
+    let resumed = data
+        .iter()
+        .position(|d| *d == "resumed: handed over by another server replica")
+        .unwrap();
+    assert_eq!(resumed, handed + 1, "{data:?}");
+    assert_eq!(data.last(), Some(&"ended: UserEnded"));
+}

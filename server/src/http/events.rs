@@ -1,4 +1,7 @@
-//! `GET /events`: Server-Sent Events of session changes the caller may see.
+//! `GET /events`: Server-Sent Events of session changes the caller may see, whichever replica
+//! committed them (`Context::changes` carries the other replicas' too). When changes may have
+//! been missed (this stream fell behind, or the database's notifications were interrupted) the
+//! client is told `lagged` and refetches.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -7,7 +10,7 @@ use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use breakglass_shared::ErrorBody;
 use futures::stream::Stream;
-use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 use tokio_stream::StreamExt;
 
 use crate::auth::CurrentUser;
@@ -37,17 +40,18 @@ pub async fn stream(
     let visible = user.visible_environments(&state);
     state.metrics.sse_open.inc();
     let guard = OpenStream(state.metrics.sse_open.clone());
-    let rx = BroadcastStream::new(state.changes.subscribe());
-    let stream = rx.filter_map(move |msg| {
+    let changes = BroadcastStream::new(state.changes.subscribe()).map(Result::ok);
+    let missed = WatchStream::from_changes(state.missed.subscribe()).map(|_| None);
+    let stream = changes.merge(missed).filter_map(move |msg| {
         let _keep = &guard;
         match msg {
-            Ok(change) if visible.contains(&change.session.environment) => Event::default()
+            Some(change) if visible.contains(&change.session.environment) => Event::default()
                 .event("session")
                 .json_data(&change)
                 .ok()
                 .map(Ok),
-            Ok(_) => None,
-            Err(_lagged) => Some(Ok(Event::default().event("lagged").data("reload"))),
+            Some(_) => None,
+            None => Some(Ok(Event::default().event("lagged").data("reload"))),
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))

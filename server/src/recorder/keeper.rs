@@ -1,9 +1,10 @@
 //! The keeper: one task per replica (not one per writer) that renews the leases of this
 //! replica's writers and finishes a recording once its session left `Active`.
 //!
-//! A session ended on this replica is noticed at once from the change stream. One ended on
-//! another replica reaches this one through the database only, so each renewal pass also reads
-//! the rows of the sessions recorded here (the same pass that must touch every lease anyway).
+//! A session ended on any replica is noticed from the change stream, which carries the other
+//! replicas' commits too (the database notifies them; `state` re-reads and publishes them).
+//! Only when changes may have been missed (this receiver lagged, or the notifications were
+//! interrupted) does the keeper read the rows of the sessions it records.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -12,15 +13,20 @@ use breakglass_shared::api::SessionChange;
 use breakglass_shared::terminal::close;
 use breakglass_shared::{Session, SessionState};
 use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::watch;
 
 use super::Recorder;
 use crate::ports::Terminals;
 
-/// How often the keeper renews leases and reads its sessions' rows.
+/// How often the keeper renews leases.
 const KEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// Runs the keeper of `recorder` until the recorder is dropped.
-pub(super) fn spawn(recorder: Weak<Recorder>, mut changes: broadcast::Receiver<SessionChange>) {
+pub(super) fn spawn(
+    recorder: Weak<Recorder>,
+    mut changes: broadcast::Receiver<SessionChange>,
+    mut missed: watch::Receiver<u64>,
+) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(KEEP_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -34,10 +40,16 @@ pub(super) fn spawn(recorder: Weak<Recorder>, mut changes: broadcast::Receiver<S
                     let Some(r) = recorder.upgrade() else { return };
                     match change {
                         Ok(c) => r.on_change(&c.session).await,
-                        // Missed changes are read from the rows on the next pass.
-                        Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Lagged(_)) => r.reread().await,
                         Err(RecvError::Closed) => return,
                     }
+                }
+                gone = missed.changed() => {
+                    let Some(r) = recorder.upgrade() else { return };
+                    if gone.is_err() {
+                        return;
+                    }
+                    r.reread().await;
                 }
             }
         }
@@ -45,17 +57,19 @@ pub(super) fn spawn(recorder: Weak<Recorder>, mut changes: broadcast::Receiver<S
 }
 
 impl Recorder {
-    /// One pass: every live writer's lease renewed (a lost one abandons the writer) and its
-    /// session's row read.
-    async fn keep_all(self: &Arc<Self>) {
-        let live: Vec<_> = self
-            .writers
+    /// The writers of this replica now.
+    async fn live(&self) -> Vec<(uuid::Uuid, crate::recording::CastWriter)> {
+        self.writers
             .lock()
             .await
             .iter()
             .map(|(id, w)| (*id, w.clone()))
-            .collect();
-        for (id, writer) in live {
+            .collect()
+    }
+
+    /// One pass: every live writer's lease renewed (a lost one abandons the writer).
+    async fn keep_all(self: &Arc<Self>) {
+        for (id, writer) in self.live().await {
             if writer.is_closed() {
                 continue;
             }
@@ -68,11 +82,16 @@ impl Recorder {
                     writer.abandon("another server replica continues this recording");
                     self.writers.lock().await.remove(&id);
                     self.lost(id).await;
-                    continue;
                 }
                 // The database is unreachable: keep recording; the lease says who writes.
                 Err(e) => tracing::warn!(%id, error = %e, "recording lease not renewed"),
             }
+        }
+    }
+
+    /// Reads the rows of the sessions recorded here, for changes that may have been missed.
+    async fn reread(self: &Arc<Self>) {
+        for (id, _) in self.live().await {
             if let Ok(Some(s)) = self.db.get(id).await {
                 self.on_change(&s).await;
             }

@@ -9,6 +9,13 @@
 //! lives, released once the final version is on the row). Another replica neither starts nor
 //! continues that recording while the lease is held; when the holder dies the lease expires and
 //! the next replica that needs the recording continues it (`CastWriter::resume`).
+//!
+//! The terminal works through any replica because the writer follows it: a replica that gets
+//! the terminal of a session recorded elsewhere asks for the writer (`Store::ask_handover`);
+//! the holder closes its terminal, waits for its relay to stop, stores everything with a
+//! `handed over` marker and gives the lease up; the new replica continues the cast from the
+//! version on the row. A holder that died answers nothing, and its lease running out is the
+//! answer. See `docs/recording.md` for why the writer moves instead of the socket being proxied.
 
 mod anchor;
 mod keeper;
@@ -22,7 +29,7 @@ use breakglass_shared::api::SessionChange;
 use breakglass_shared::session::{RecordingRef, RekorEntry};
 use breakglass_shared::Session;
 use prometheus::IntCounterVec;
-use tokio::sync::{broadcast, mpsc, oneshot, Mutex};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Mutex};
 use uuid::Uuid;
 
 use crate::connections::Connections;
@@ -41,8 +48,12 @@ pub struct RecorderParts {
     pub db: Arc<dyn Store>,
     /// This replica's terminals, closed when the recording moves to another replica.
     pub connections: Arc<Connections>,
-    /// Committed changes: the keeper finishes a recording once its session left `Active`.
+    /// Committed changes (of every replica): the keeper finishes a recording once its session
+    /// left `Active`.
     pub changes: broadcast::Sender<SessionChange>,
+    /// Bumped when changes of other replicas may have been missed: the keeper re-reads the
+    /// rows of the sessions it records.
+    pub missed: watch::Receiver<u64>,
     /// Counter of anchoring attempts, by outcome.
     pub anchors: IntCounterVec,
 }
@@ -109,7 +120,11 @@ impl Recorder {
             holder: Uuid::now_v7().to_string(),
             writers: Mutex::new(HashMap::new()),
         });
-        keeper::spawn(Arc::downgrade(&recorder), parts.changes.subscribe());
+        keeper::spawn(
+            Arc::downgrade(&recorder),
+            parts.changes.subscribe(),
+            parts.missed,
+        );
         Ok((recorder, rx))
     }
 
@@ -152,19 +167,93 @@ impl Recorder {
     }
 
     /// The live recording of an active session on this replica, continuing the stored one
-    /// when this replica has none yet (it restarted, or another replica ran the session).
+    /// when this replica has none yet (it restarted, or another replica ran the session). When
+    /// another replica writes it, that one is asked to hand the writer over, and this waits
+    /// until it did (or, if it died, until its lease ran out).
     pub async fn writer_for(&self, s: &Session) -> Result<CastWriter, RecordingError> {
+        if let Some(w) = self.writers.lock().await.get(&s.id) {
+            return Ok(w.clone());
+        }
+        if !self.claim(s.id).await? {
+            if let Err(e) = self.db.ask_handover(s.id).await {
+                tracing::warn!(id = %s.id, error = %e, "cannot ask for the recording's writer; waiting for its lease");
+            }
+            if !self.await_lease(s.id).await? {
+                return Err(self.held_elsewhere());
+            }
+        }
+        // Not held across the wait: the keeper renews the other writers' leases meanwhile.
         let mut writers = self.writers.lock().await;
         if let Some(w) = writers.get(&s.id) {
             return Ok(w.clone());
         }
-        if !self.claim(s.id).await? {
-            return Err(self.held_elsewhere());
+        // The previous writer put its last version on the row before giving the lease up.
+        let current = match self.db.get(s.id).await {
+            Ok(Some(now)) => now,
+            _ => s.clone(),
+        };
+        if current.state != breakglass_shared::SessionState::Active {
+            self.release(s.id).await;
+            return Err(RecordingError::Resume(format!(
+                "the session is {:?} now, so its terminal is closed",
+                current.state
+            )));
         }
         let existing = self.latest(s.id).await?;
-        let w = self.resume(s, existing, "server restarted").await?;
+        let why = if crate::recording::handed_over(&existing) {
+            "handed over by another server replica"
+        } else {
+            "server restarted"
+        };
+        let w = self.resume(&current, existing, why).await?;
         writers.insert(s.id, w.clone());
         Ok(w)
+    }
+
+    /// Waits (up to the lease's lifetime) until this replica holds the lease of `id`; false
+    /// when another replica still holds it then.
+    async fn await_lease(&self, id: Uuid) -> Result<bool, RecordingError> {
+        let deadline = tokio::time::Instant::now() + self.lease_ttl() + Duration::from_secs(2);
+        loop {
+            if self.claim(id).await? {
+                return Ok(true);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Hands the writer of `id` over to the replica that asked for it: this replica's terminal
+    /// is closed and its relay stopped first (every byte it read from the pod is then in the
+    /// cast), the cast is stored with a `handed over` marker and its version put on the row,
+    /// and the lease is given up. Nothing to do when this replica does not write `id`.
+    pub async fn hand_over(&self, id: Uuid) {
+        let live = self.writers.lock().await.get(&id).cloned();
+        let Some(writer) = live.filter(|w| !w.is_closed()) else {
+            return;
+        };
+        self.connections
+            .close_and_wait(
+                id,
+                breakglass_shared::terminal::close::TAKEN_OVER,
+                "this terminal was opened through another server replica".into(),
+            )
+            .await;
+        match writer
+            .hand_off("the terminal moved to another server replica")
+            .await
+        {
+            Ok(v) => {
+                tracing::info!(%id, bytes = v.bytes, "recording handed over to another replica");
+            }
+            Err(e) => {
+                tracing::warn!(%id, error = %e, "the recording's last part was not stored before the handover");
+            }
+        }
+        self.writers.lock().await.remove(&id);
+        self.release(id).await;
     }
 
     /// The newest stored version of the recording of `id`.
@@ -257,21 +346,15 @@ impl Recorder {
         if s.recording.is_none() {
             return;
         }
-        let deadline = tokio::time::Instant::now() + self.lease_ttl() + Duration::from_secs(2);
-        loop {
-            match self.claim(id).await {
-                Ok(true) => break,
-                Ok(false) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Ok(false) => {
-                    tracing::warn!(%id, "another replica still holds the recording; it finishes it");
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept");
-                    return;
-                }
+        match self.await_lease(id).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(%id, "another replica still holds the recording; it finishes it");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept");
+                return;
             }
         }
         // The lease is ours: whoever wrote before has finished or is gone.

@@ -41,7 +41,8 @@ pub use s3::{
 pub use settings::{RecordingSettings, TransparencyLogSettings};
 pub use verify::{checks, verify, Check, CheckOutcome, VerifyReport};
 pub use writer::{
-    ended_reason, CastWriter, OnStored, RecordingFailed, SessionInfo, WriterConfig, WriterState,
+    ended_reason, handed_over, CastWriter, OnStored, RecordingFailed, SessionInfo, WriterConfig,
+    WriterState,
 };
 
 /// `Content-Type` of a stored cast.

@@ -10,12 +10,15 @@ use async_trait::async_trait;
 use breakglass_shared::api::SessionEventRecord;
 use breakglass_shared::{Session, SessionState};
 use time::OffsetDateTime;
+use tokio::sync::broadcast;
 use uuid::Uuid;
 
+mod notice;
 mod postgres;
 mod row;
 mod sqlite;
 
+pub use notice::{Notice, CHANNEL};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -46,6 +49,26 @@ pub enum StoreError {
         column: &'static str,
         /// What was found.
         value: String,
+    },
+    /// Another server process already serves this SQLite database.
+    #[error(
+        "another break-glass server already serves the SQLite database {path} ({holder}); \
+         SQLite serves one replica only: stop that server, or run several replicas on \
+         PostgreSQL (database_url = \"postgres://...\")"
+    )]
+    SingleReplica {
+        /// The database file.
+        path: String,
+        /// What the lock file says about its holder.
+        holder: String,
+    },
+    /// The lock file of a SQLite database could not be used.
+    #[error("cannot lock the SQLite database with {path}: {source}")]
+    Lock {
+        /// The lock file.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
     },
 }
 
@@ -122,6 +145,15 @@ pub trait Store: Send + Sync + 'static {
     /// Gives lease `name` up if `holder` holds it (so another holder need not wait for it to
     /// expire).
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
+    /// Makes this process a server replica of the database and returns what the other
+    /// replicas announce from now on. SQLite takes the database's single-replica lock
+    /// ([`StoreError::SingleReplica`] when another live process holds it; the lock of a
+    /// crashed one is gone with its process) and announces nothing; PostgreSQL starts
+    /// listening on [`CHANNEL`] before returning, so nothing committed afterwards is missed.
+    async fn join(&self) -> Result<broadcast::Receiver<Notice>, StoreError>;
+    /// Asks the replica writing the recording of `id` to hand its writer over (this one holds
+    /// the terminal). A no-op where there is one replica.
+    async fn ask_handover(&self, id: Uuid) -> Result<(), StoreError>;
 }
 
 /// Opens the store named by `url`, creating the SQLite file (and its directory) on first run,
@@ -214,6 +246,7 @@ macro_rules! sql_store {
                     return Err(if is_unique_violation(&e) { StoreError::Duplicate } else { e.into() });
                 }
                 insert_event(&mut tx, s.id, ev, None, s.state).await?;
+                self.announce_change(&mut tx, s.id, s.version, &ev.kind).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -250,6 +283,7 @@ macro_rules! sql_store {
                     return Err(StoreError::Conflict { current });
                 }
                 insert_event(&mut tx, prev.id, ev, Some(prev.state), next.state).await?;
+                self.announce_change(&mut tx, prev.id, next.version, &ev.kind).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -338,6 +372,14 @@ macro_rules! sql_store {
                     .execute(&self.pool)
                     .await?;
                 Ok(())
+            }
+
+            async fn join(&self) -> Result<tokio::sync::broadcast::Receiver<crate::store::Notice>, StoreError> {
+                self.join_replicas().await
+            }
+
+            async fn ask_handover(&self, id: Uuid) -> Result<(), StoreError> {
+                self.announce(&crate::store::Notice::Handover { id }).await
             }
 
             async fn counts(&self) -> Result<(i64, i64), StoreError> {

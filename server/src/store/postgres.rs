@@ -1,26 +1,135 @@
-//! PostgreSQL backend.
+//! PostgreSQL backend: the shared engine of several replicas, which hear each other through
+//! `LISTEN/NOTIFY` on [`CHANNEL`](crate::store::CHANNEL).
 
 use std::time::Duration;
 
-use sqlx::postgres::PgPoolOptions;
-use sqlx::PgPool;
+use backon::{BackoffBuilder, ExponentialBuilder};
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::broadcast;
+
+use crate::store::notice::{self, Notice, CHANNEL};
 
 /// Sessions in PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// This process among the replicas: its own notices come back and are skipped.
+    origin: Uuid,
+    notices: broadcast::Sender<Notice>,
 }
 
 impl PostgresStore {
     /// Connects to `url` and migrates the schema.
-    pub async fn connect(url: &str) -> Result<PostgresStore, crate::store::StoreError> {
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
             .await?;
         sqlx::migrate!("./migrations/postgres").run(&pool).await?;
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            pool,
+            origin: Uuid::now_v7(),
+            notices: broadcast::channel(1024).0,
+        })
+    }
+
+    /// Tells the other replicas that `id` reached `version`, in the transaction `conn` is in
+    /// (delivered at its commit, dropped with its rollback).
+    async fn announce_change(
+        &self,
+        conn: &mut PgConnection,
+        id: Uuid,
+        version: i64,
+        kind: &str,
+    ) -> Result<(), StoreError> {
+        let change = Notice::Changed {
+            id,
+            version,
+            kind: kind.to_string(),
+        };
+        self.announce_in(conn, &change).await
+    }
+
+    /// Sends `notice` to the other replicas now.
+    async fn announce(&self, notice: &Notice) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        self.announce_in(&mut conn, notice).await
+    }
+
+    async fn announce_in(&self, conn: &mut PgConnection, n: &Notice) -> Result<(), StoreError> {
+        if let Some(payload) = notice::encode(self.origin, n) {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CHANNEL)
+                .bind(payload)
+                .execute(conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn join_replicas(&self) -> Result<broadcast::Receiver<Notice>, StoreError> {
+        let listener = listen(&self.pool).await?;
+        let rx = self.notices.subscribe();
+        tokio::spawn(follow(
+            self.pool.clone(),
+            listener,
+            self.origin,
+            self.notices.clone(),
+        ));
+        Ok(rx)
+    }
+}
+
+async fn listen(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(CHANNEL).await?;
+    Ok(listener)
+}
+
+/// Forwards the other replicas' notices until nobody listens here any more. A lost connection
+/// is replaced (with backoff while the database is away) and reported as [`Notice::Missed`]
+/// once listening again, so whoever re-reads then sees everything committed meanwhile.
+async fn follow(
+    pool: PgPool,
+    mut listener: PgListener,
+    origin: Uuid,
+    notices: broadcast::Sender<Notice>,
+) {
+    let schedule = ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .without_max_times();
+    loop {
+        let lost = match listener.try_recv().await {
+            Ok(Some(n)) => {
+                if let Some(notice) = notice::decode(origin, n.payload()) {
+                    if notices.send(notice).is_err() {
+                        return;
+                    }
+                }
+                continue;
+            }
+            Ok(None) => "the connection closed".to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(error = %lost, "listening for the other replicas' changes stopped; reconnecting");
+        let mut delays = schedule.build();
+        listener = loop {
+            match listen(&pool).await {
+                Ok(l) => break l,
+                Err(e) => {
+                    let wait = delays.next().unwrap_or(Duration::from_secs(5));
+                    tracing::warn!(error = %e, ?wait, "cannot listen for the other replicas' changes yet");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        };
+        tracing::info!("listening for the other replicas' changes again; live views re-read");
+        if notices.send(Notice::Missed).is_err() {
+            return;
+        }
     }
 }
 

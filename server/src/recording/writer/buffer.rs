@@ -135,6 +135,12 @@ impl Shared {
 
     /// Closes the cast: decodes what the carries hold back and writes the end marker.
     pub(super) fn close(&self, hot: &mut Hot, reason: &str) {
+        self.close_with(hot, &format!("ended: {reason}"));
+    }
+
+    /// Closes this writer's run of the cast with `marker` as its last event (the end marker,
+    /// or a handover another writer continues after).
+    pub(super) fn close_with(&self, hot: &mut Hot, marker: &str) {
         if hot.finishing {
             return;
         }
@@ -148,7 +154,7 @@ impl Shared {
         if !rest.is_empty() && self.config.record_input {
             write_event(&mut hot.pending, t, b'i', &rest);
         }
-        write_event(&mut hot.pending, t, b'm', &format!("ended: {reason}"));
+        write_event(&mut hot.pending, t, b'm', marker);
         hot.total += (hot.pending.len() - before) as u64;
         hot.finishing = true;
         self.wake.notify_one();

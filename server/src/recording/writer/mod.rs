@@ -129,12 +129,23 @@ where
 /// The reason of a cast's `ended: <reason>` marker when that is its last event (the cast was
 /// finished), else `None`.
 pub fn ended_reason(cast: &[u8]) -> Option<String> {
+    last_marker(cast)?
+        .strip_prefix("ended: ")
+        .map(str::to_string)
+}
+
+/// Whether the cast's last event is the `handed over: <why>` marker of a writer that stopped
+/// for another replica to continue (rather than one that died mid-write).
+pub fn handed_over(cast: &[u8]) -> bool {
+    last_marker(cast).is_some_and(|m| m.starts_with("handed over: "))
+}
+
+/// The text of the cast's last event when that is a marker.
+fn last_marker(cast: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(cast).ok()?;
     let last = text.lines().rev().find(|l| !l.trim().is_empty())?;
     let event: breakglass_shared::recording::Event = serde_json::from_str(last).ok()?;
-    (event.code == breakglass_shared::recording::Code::Marker)
-        .then(|| event.data.strip_prefix("ended: ").map(str::to_string))
-        .flatten()
+    (event.code == breakglass_shared::recording::Code::Marker).then_some(event.data)
 }
 
 /// Floors that keep a hand-built config from spinning the flusher.
@@ -367,6 +378,25 @@ impl CastWriter {
             let mut hot = self.shared.lock();
             self.shared.close(&mut hot, reason);
         }
+        self.stored_last().await
+    }
+
+    /// Stops this writer for another one to continue the same recording (the session goes on
+    /// elsewhere): a `handed over: <why>` marker, everything stored like at [`finish`], but no
+    /// end marker, so the cast stays open for [`CastWriter::resume`]. Returns the last version.
+    ///
+    /// [`finish`]: CastWriter::finish
+    pub async fn hand_off(&self, why: &str) -> Result<RecordingRef, RecordingFailed> {
+        {
+            let mut hot = self.shared.lock();
+            self.shared
+                .close_with(&mut hot, &format!("handed over: {why}"));
+        }
+        self.stored_last().await
+    }
+
+    /// Waits for the flusher to store the closed cast; its last version.
+    async fn stored_last(&self) -> Result<RecordingRef, RecordingFailed> {
         let mut rx = self.shared.final_rx.clone();
         let result = match rx.wait_for(Option::is_some).await {
             Ok(v) => v.clone(),
