@@ -24,19 +24,7 @@ installed() {
 }
 
 install() {
-    installed && return 0
-    local py="${PYTHON:-python3}"
-    need "$py" "for the asciinema venv"
-    # One installer at a time (tests run in parallel); the version check makes a re-run after an
-    # interrupted install finish the job.
-    lock "$CACHE/.venv-asciinema.lock"
-    installed && return 0
-    note "installing asciinema $ASCIINEMA_VERSION into $VENV ..."
-    "$py" -m venv "$VENV" >&2 || die "cannot create a venv with $py (is python3-venv installed?)"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "asciinema==$ASCIINEMA_VERSION" >&2 \
-        || die "pip install asciinema==$ASCIINEMA_VERSION failed (needs PyPI)"
-    installed || die "asciinema installed but does not run from $VENV"
-    note "installed $BIN"
+    venv_install "$VENV" "asciinema==$ASCIINEMA_VERSION" installed
 }
 
 [[ $# -ge 1 ]] || usage

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The toolkit the service scripts share (s3.sh, rekor.sh, controlplane.sh, postgres.sh,
-# asciinema.sh): messages, the cache layout, pinned Go builds from the Go module proxy,
-# background servers with pid files, waiting for them, stopping them. Source it:
+# asciinema.sh, helm.sh, hadolint.sh): messages, the cache layout, pinned Go builds from the Go
+# module proxy, pinned Python tools in virtualenvs, background servers with pid files, waiting
+# for them, stopping them. Source it:
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # Messages name the sourcing script ($0); everything but a command's result goes to stderr,
 # so `eval "$(scripts/X.sh start ...)"` stays safe.
@@ -33,6 +34,27 @@ lock() {
     mkdir -p "$(dirname "$1")" || die "cannot create $(dirname "$1") (set BREAKGLASS_CACHE to a writable directory)"
     exec 9>"$1"
     flock 9
+}
+
+# ---------------------------------------------------------------- Python tools
+
+# venv_install VENV SPEC CHECK...: a virtualenv VENV (made with $PYTHON, default python3)
+# with the pip requirement SPEC (pinned, e.g. `asciinema==2.4.0`), unless the command CHECK
+# already succeeds. One installer at a time (tests run in parallel); CHECK after the install
+# makes a re-run after an interrupted install finish the job.
+venv_install() {
+    local venv="$1" spec="$2" py="${PYTHON:-python3}"
+    shift 2
+    "$@" && return 0
+    need "$py" "for the venv $venv"
+    lock "$(dirname "$venv")/.$(basename "$venv").lock"
+    "$@" && return 0
+    note "installing $spec into $venv ..."
+    "$py" -m venv "$venv" >&2 || die "cannot create a venv with $py (is python3-venv installed?)"
+    "$venv/bin/pip" install -q --disable-pip-version-check "$spec" >&2 \
+        || die "pip install $spec failed (needs PyPI)"
+    "$@" || die "$spec installed but does not run from $venv"
+    note "installed $spec into $venv"
 }
 
 # ---------------------------------------------------------------- Go builds
@@ -91,6 +113,21 @@ pin() {
     [[ -x "$stage/$name" ]] || die "the build succeeded but produced no $name binary"
     mv -f "$stage/$name" "$BIN_DIR/$name-$version"
     ln -sfn "$name-$version" "$BIN_DIR/$name"
+}
+
+# go_pin NAME VERSION PACKAGE@VERSION [GO-INSTALL-FLAGS...]: builds NAME with
+# `go install -trimpath FLAGS PACKAGE@VERSION` in a fresh stage and pins it as
+# BIN_DIR/NAME-VERSION, saying how long it took.
+go_pin() {
+    local name="$1" version="$2" package="$3" start=$SECONDS
+    shift 3
+    go_bin >/dev/null
+    make_stage "$name"
+    note "building $package (a cold build takes minutes) ..."
+    go_install "$STAGE" "$@" "$package" \
+        || die "go install of $package failed (needs the Go module proxy and a Go new enough for its go.mod)"
+    pin "$STAGE" "$name" "$version"
+    note "installed $BIN_DIR/$name-$version in $((SECONDS - start))s"
 }
 
 # ---------------------------------------------------------------- ports and processes

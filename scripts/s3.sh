@@ -54,17 +54,11 @@ cmd_install() {
         note "versitygw $VERSITYGW_VERSION already installed: $PINNED_BIN"
         return 0
     fi
-    go_bin >/dev/null
-    make_stage versitygw
-    note "building $VERSITYGW_MODULE/cmd/versitygw@$VERSITYGW_VERSION (a cold build takes a few minutes) ..."
-    local start=$SECONDS
     # Only cmd/versitygw: `cmd/...` also contains RDMA/CUDA tools that need vendor libraries.
     # -X main.Version: `versitygw --version` then names the pinned release instead of "git".
-    go_install "$STAGE" -ldflags="-s -w -X=main.Version=$VERSITYGW_VERSION" \
-        "$VERSITYGW_MODULE/cmd/versitygw@$VERSITYGW_VERSION" \
-        || die "go install of versitygw $VERSITYGW_VERSION failed (needs the Go module proxy and Go >= 1.25)"
-    pin "$STAGE" versitygw "$VERSITYGW_VERSION"
-    note "installed $PINNED_BIN in $((SECONDS - start))s"
+    # It needs Go >= 1.25.
+    go_pin versitygw "$VERSITYGW_VERSION" "$VERSITYGW_MODULE/cmd/versitygw@$VERSITYGW_VERSION" \
+        -ldflags="-s -w -X=main.Version=$VERSITYGW_VERSION"
 }
 
 require_bin() {

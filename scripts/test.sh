@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine or a warm one (README: "Run all tests").
-# Installs and starts what the tests need, idempotently: PostgreSQL, the S3 server, the
+# Installs and starts what the tests need, idempotently: PostgreSQL, the S3 server, Helm, the
 # transparency log, the test control plane
 # (built once per source version, Go build cache kept), and the frontend toolchain; then runs
 # every Rust test on SQLite and PostgreSQL, and the API fuzzing.
@@ -22,6 +22,9 @@ eval "export $(scripts/postgres.sh start)"
 step "S3 server with Object Lock (versitygw; built once) and the asciinema CLI"
 scripts/s3.sh install
 scripts/asciinema.sh install
+
+step "Helm for the chart tests (helm.sh/helm/v3, pinned; built once)"
+scripts/helm.sh install
 
 step "transparency log (Rekor v1 on Trillian + PostgreSQL; built once)"
 scripts/rekor.sh install

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::identity::{cel_string, Identity};
 use super::render::{RenderError, RenderInput};
-use super::{ALLOWED_CAPABILITIES, CLUSTER_RBAC_NAMES, POLICIES};
+use super::ALLOWED_CAPABILITIES;
 
 /// The templates, in apply order (a namespace before what lives in it, the parameter
 /// ConfigMap before the bindings naming it, each policy before its binding).
@@ -70,7 +70,6 @@ fn cel_list<S: AsRef<str>>(items: &[S]) -> String {
 pub(super) fn placeholder_values(input: &RenderInput) -> BTreeMap<&'static str, String> {
     let identity = input.identity.as_str();
     let subject = Identity::parse(identity);
-    let policy_names: Vec<&str> = POLICIES.iter().map(|(name, _)| *name).collect();
     BTreeMap::from([
         ("server_namespace", input.server_namespace.clone()),
         ("subjects", subject.rbac_subjects().to_string()),
@@ -84,11 +83,6 @@ pub(super) fn placeholder_values(input: &RenderInput) -> BTreeMap<&'static str, 
         ("max_ttl_minutes", input.max_ttl_minutes.to_string()),
         ("is_flight", (input.tier == Tier::Flight).to_string()),
         ("allowed_capabilities", cel_list(&ALLOWED_CAPABILITIES)),
-        (
-            "cluster_rbac_names",
-            serde_json::json!(CLUSTER_RBAC_NAMES).to_string(),
-        ),
-        ("policy_names", serde_json::json!(policy_names).to_string()),
     ])
 }
 
@@ -148,6 +142,34 @@ pub(super) fn parse_template(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The placeholders `rbac.yaml` may use: the Helm chart (`deploy/helm/breakglass`) reads
+    /// that template too and fills in exactly these, so the chart's standing RBAC and
+    /// `policies render` come from one file.
+    const CHART_RBAC_PLACEHOLDERS: [&str; 2] = ["server_namespace", "subjects"];
+
+    /// The placeholders `text` uses outside comment lines.
+    fn placeholders_of(text: &str) -> Vec<&str> {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .flat_map(|l| l.split("{{").skip(1))
+            .filter_map(|rest| rest.split_once("}}").map(|(key, _)| key.trim()))
+            .collect()
+    }
+
+    #[test]
+    fn rbac_uses_only_the_placeholders_the_chart_fills() {
+        let (name, text) = TEMPLATES[0];
+        assert_eq!(name, "rbac.yaml");
+        let used = placeholders_of(text);
+        assert!(used.contains(&"subjects"), "{used:?}");
+        for key in used {
+            assert!(
+                CHART_RBAC_PLACEHOLDERS.contains(&key),
+                "rbac.yaml uses `{key}`, which the Helm chart does not fill in"
+            );
+        }
+    }
 
     #[test]
     fn unknown_placeholders_are_template_errors() {

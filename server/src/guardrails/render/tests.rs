@@ -99,6 +99,27 @@ fn renders_every_object_with_the_identity_literally() {
     );
 }
 
+/// `rbac.yaml` writes the guardrail names out (so the Helm chart needs no list of them); they
+/// must be exactly the objects rendered, in the order the constants give (the doctor compares
+/// lists exactly).
+#[test]
+fn the_guardrails_reader_names_every_rendered_guardrail() {
+    let ms = render(&input(Tier::Flight, "system:serviceaccount:breakglass:bg")).unwrap();
+    let reader = find(&ms, "ClusterRole", "tower-breakglass-guardrails-reader");
+    let names = |i: usize| -> Vec<String> {
+        serde_json::from_value(reader.value["rules"][i]["resourceNames"].clone()).unwrap()
+    };
+    assert_eq!(names(0), CLUSTER_RBAC_NAMES.map(String::from).to_vec());
+    let policies: Vec<String> = POLICIES.iter().map(|(n, _)| n.to_string()).collect();
+    assert_eq!(names(1), policies);
+    let rendered: Vec<String> = ms
+        .iter()
+        .filter(|m| m.kind() == "ValidatingAdmissionPolicy")
+        .map(|m| m.name().to_string())
+        .collect();
+    assert_eq!(rendered, policies);
+}
+
 #[test]
 fn user_identity_gets_a_user_subject() {
     let ms = render(&input(Tier::Ground, "hangar:home:tower-actor")).unwrap();
