@@ -242,8 +242,13 @@ async fn bad_frames_strangers_takeover_and_ended_sessions_are_closed_with_a_code
     let (server, alice, id, _dir, _ns) = setup().await;
     // Someone other than the requester.
     let bob = server.login("bob").await.unwrap();
+    // Someone else's session and an unknown one get the same answer: no id is confirmed.
     let mut ws = connect(&server, &bob, &id).await;
-    assert_eq!(closed_with(&mut ws).await.0, close::NOT_REQUESTER);
+    let theirs = closed_with(&mut ws).await;
+    let mut ws = connect(&server, &bob, "0190f3a4-0000-7000-8000-000000000000").await;
+    let unknown = closed_with(&mut ws).await;
+    assert_eq!(theirs, unknown);
+    assert_eq!(theirs.0, close::NOT_FOUND);
     // Text where binary is expected.
     let mut ws = connect(&server, &alice, &id).await;
     ws.send(Message::Text("echo pwned\r".into())).await.unwrap();

@@ -80,7 +80,9 @@ impl Relay {
             Err(r @ Refusal::TerminalClosed(_)) => {
                 return close_with(ws, close::NOT_ACTIVE, r.to_string()).await
             }
-            Err(r) => return close_with(ws, close::NOT_REQUESTER, r.to_string()).await,
+            // Someone else's session is answered as a missing one: the close must not tell a
+            // stranger which ids exist.
+            Err(_) => return close_with(ws, close::NOT_FOUND, "no such session").await,
         }
         let Some(cluster) = self
             .cluster

@@ -23,7 +23,9 @@ pub const TAG_STATUS: u8 = 0x03;
 pub mod close {
     /// The session ended (user, TTL, terminate); the reason text says which.
     pub const SESSION_ENDED: u16 = 4000;
-    /// Only the requester may type; this connection is refused.
+    /// Only the requester may type. No longer sent: the server answers someone else's session
+    /// with [`NOT_FOUND`], as it answers an unknown id; kept so older servers' closes still
+    /// read well.
     pub const NOT_REQUESTER: u16 = 4001;
     /// Not signed in.
     pub const UNAUTHENTICATED: u16 = 4002;
