@@ -25,6 +25,7 @@ pub mod events;
 pub mod extract;
 pub mod recordings;
 pub mod sessions;
+pub mod sign_in;
 pub mod terminal;
 
 /// The OpenAPI document of the whole API.
@@ -38,7 +39,9 @@ pub mod terminal;
         whoami,
         environments,
         dev_login::login,
-        dev_login::logout,
+        sign_in::logout,
+        sign_in::oidc_login,
+        sign_in::oidc_callback,
         sessions::create,
         sessions::list,
         sessions::get,
@@ -65,7 +68,9 @@ pub fn app(state: AppState) -> Router {
         .route("/whoami", get(whoami))
         .route("/environments", get(environments))
         .route("/auth/dev-login", post(dev_login::login))
-        .route("/auth/logout", post(dev_login::logout))
+        .route("/auth/logout", post(sign_in::logout))
+        .route("/auth/oidc/login", get(sign_in::oidc_login))
+        .route("/auth/oidc/callback", get(sign_in::oidc_callback))
         .route("/sessions", post(sessions::create).get(sessions::list))
         .route("/sessions/{id}", get(sessions::get))
         .route("/sessions/{id}/approve", post(sessions::approve))
@@ -87,7 +92,8 @@ pub fn app(state: AppState) -> Router {
         .route("/openapi.json", get(openapi))
         // After the routes: it applies to those registered before it. Axum keeps `Allow`.
         .method_not_allowed_fallback(api_method_not_allowed)
-        .fallback(api_not_found);
+        .fallback(api_not_found)
+        .layer(axum::Extension(sign_in::OidcProvider::for_config(&state.config)));
     let index = state.config.static_dir.join("index.html");
     let frontend = ServeDir::new(&state.config.static_dir).fallback(ServeFile::new(index));
     Router::new()
@@ -157,6 +163,7 @@ pub fn whoami_for(state: &AppState, user: Option<&CurrentUser>) -> WhoAmI {
         },
         environments: user.map(|u| environments_for(state, u)).unwrap_or_default(),
         csrf_token: user.map(|u| u.csrf_token.clone()),
+        oidc_login: state.config.oidc.is_some(),
     }
 }
 
