@@ -103,6 +103,7 @@ pub async fn oidc_login(
         (status = 303, description = "Signed in; back to the page the sign-in started from"),
         (status = 400, description = "Expired, replayed or foreign sign-in (an HTML page)"),
         (status = 403, description = "Consent denied, or no permission anywhere (an HTML page)"),
+        (status = 404, description = "No OIDC login on this server (an HTML page)"),
         (status = 502, description = "The provider failed or its ID token did not verify (an HTML page)"),
     ))]
 pub async fn oidc_callback(
