@@ -36,8 +36,12 @@ pub const LOGIN_SECONDS: i64 = 600;
 pub struct OtherClaims(HashMap<String, serde_json::Value>);
 impl AdditionalClaims for OtherClaims {}
 
-type GroupsIdToken =
-    IdToken<OtherClaims, CoreGenderClaim, CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm>;
+type GroupsIdToken = IdToken<
+    OtherClaims,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJwsSigningAlgorithm,
+>;
 
 /// What a started sign-in keeps in the browser (a signed, short-lived cookie) until the
 /// provider sends it back.
@@ -228,7 +232,9 @@ impl Provider {
                 SignatureVerificationError::NoMatchingKey,
             )) => {
                 // The provider rotated its keys since we fetched them: fetch them again once.
-                tracing::info!("ID token signed with a key we do not know; fetching the provider's keys again");
+                tracing::info!(
+                    "ID token signed with a key we do not know; fetching the provider's keys again"
+                );
                 let meta = self.discover().await?;
                 token.claims(&self.client(&meta).id_token_verifier(), &nonce)
             }
@@ -319,7 +325,12 @@ mod tests {
     #[test]
     fn only_local_paths_are_returned_to() {
         assert_eq!(safe_return_path(Some("/env/prod?x=1")), "/env/prod?x=1");
-        for bad in ["https://evil.example/", "//evil.example", "/\\evil.example", "env"] {
+        for bad in [
+            "https://evil.example/",
+            "//evil.example",
+            "/\\evil.example",
+            "env",
+        ] {
             assert_eq!(safe_return_path(Some(bad)), "/", "{bad}");
         }
         assert_eq!(safe_return_path(None), "/");

@@ -453,22 +453,45 @@ mod tests {
             ("scopes = [\"profile\"]", "auth.oidc.scopes"),
             ("scopes = [\"openid\", \"a b\"]", "auth.oidc.scopes"),
             ("groups_claim = \"\"", "auth.oidc.groups_claim"),
-            ("session_lifetime_seconds = 5", "auth.oidc.session_lifetime_seconds"),
+            (
+                "session_lifetime_seconds = 5",
+                "auth.oidc.session_lifetime_seconds",
+            ),
         ];
         for (extra, key) in cases {
-            let e = super::super::parse(&oidc_text(dir.path(), extra)).err().unwrap();
+            let e = super::super::parse(&oidc_text(dir.path(), extra))
+                .err()
+                .unwrap();
             assert_eq!(e.key, key, "{extra}");
         }
         let swaps = [
-            ("https://id.example/", "http://id.example/", "auth.oidc.issuer_url"),
+            (
+                "https://id.example/",
+                "http://id.example/",
+                "auth.oidc.issuer_url",
+            ),
             ("https://id.example/", "id.example", "auth.oidc.issuer_url"),
-            ("client_id = \"bg\"", "client_id = \" \"", "auth.oidc.client_id"),
-            ("/api/breakglass/auth/oidc/callback", "/callback", "auth.oidc.redirect_url"),
-            ("client_secret_file = ", "client_secret_file = \"/nonexistent\"\n#", "auth.oidc.client_secret_file"),
+            (
+                "client_id = \"bg\"",
+                "client_id = \" \"",
+                "auth.oidc.client_id",
+            ),
+            (
+                "/api/breakglass/auth/oidc/callback",
+                "/callback",
+                "auth.oidc.redirect_url",
+            ),
+            (
+                "client_secret_file = ",
+                "client_secret_file = \"/nonexistent\"\n#",
+                "auth.oidc.client_secret_file",
+            ),
         ];
         let text = oidc_text(dir.path(), "");
         for (from, to, key) in swaps {
-            let e = super::super::parse(&text.replacen(from, to, 1)).err().unwrap();
+            let e = super::super::parse(&text.replacen(from, to, 1))
+                .err()
+                .unwrap();
             assert_eq!(e.key, key, "{to}");
         }
         let e = super::super::parse(&text.replace("[auth.oidc]", "[auth.oidc]\nissuer = \"x\""));

@@ -93,7 +93,9 @@ pub fn app(state: AppState) -> Router {
         // After the routes: it applies to those registered before it. Axum keeps `Allow`.
         .method_not_allowed_fallback(api_method_not_allowed)
         .fallback(api_not_found)
-        .layer(axum::Extension(sign_in::OidcProvider::for_config(&state.config)));
+        .layer(axum::Extension(sign_in::OidcProvider::for_config(
+            &state.config,
+        )));
     let index = state.config.static_dir.join("index.html");
     let frontend = ServeDir::new(&state.config.static_dir).fallback(ServeFile::new(index));
     Router::new()
