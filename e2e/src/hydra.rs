@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use anyhow::{anyhow, bail, Context as _};
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
+use axum::http::uri::PathAndQuery;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -45,7 +46,7 @@ impl Persona {
     pub fn new(user: &str, groups: &[&str]) -> Persona {
         Persona {
             user: user.into(),
-            groups: groups.iter().map(|g| g.to_string()).collect(),
+            groups: groups.iter().map(ToString::to_string).collect(),
             ..Persona::default()
         }
     }
@@ -446,7 +447,10 @@ async fn forward(
     headers: HeaderMap,
     body: Bytes,
 ) -> AppResult {
-    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let path = uri
+        .path_and_query()
+        .map(PathAndQuery::as_str)
+        .unwrap_or("/");
     let tamper = uri.path() == "/oauth2/token"
         && basic_client_id(&headers)
             .and_then(|id| s.persona(&id))

@@ -312,7 +312,7 @@ impl OidcFileConfig {
         }
         if let Some(bad) = scopes
             .iter()
-            .find(|s| s.is_empty() || s.chars().any(|c| c.is_whitespace()))
+            .find(|s| s.is_empty() || s.chars().any(char::is_whitespace))
         {
             return Err(ConfigError::new(
                 "auth.oidc.scopes",
