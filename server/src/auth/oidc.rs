@@ -1,7 +1,7 @@
 //! OpenID Connect login: the authorization code flow with PKCE, a state and a nonce, the ID
 //! token verified against the provider's JWKS. It ends in the same signed session cookie as
 //! every other cookie login (`super::session_cookie`); the HTTP routes are in
-//! `crate::http::sign_in`.
+//! `http/sign_in.rs`.
 //!
 //! The provider's metadata and keys are fetched on the first login, not at start, so a
 //! provider that is down when the server starts costs a sign-in page that says so, not the
