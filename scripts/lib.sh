@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# The toolkit the service scripts share (s3.sh, rekor.sh, controlplane.sh, postgres.sh,
-# asciinema.sh, helm.sh, hadolint.sh): messages, the cache layout, pinned Go builds from the Go
-# module proxy, pinned Python tools in virtualenvs, background servers with pid files, waiting
-# for them, stopping them. Source it:
+# The toolkit the service scripts share (s3.sh, rekor.sh, hydra.sh, oauth2-proxy.sh,
+# controlplane.sh, postgres.sh, asciinema.sh, helm.sh, hadolint.sh): messages, the cache
+# layout, pinned Go builds from the Go module proxy, pinned Python tools in virtualenvs,
+# PostgreSQL databases, background servers with pid files, waiting for them, stopping them.
+# Source it:
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # Messages name the sourcing script ($0); everything but a command's result goes to stderr,
 # so `eval "$(scripts/X.sh start ...)"` stays safe.
@@ -128,6 +129,56 @@ go_pin() {
         || die "go install of $package failed (needs the Go module proxy and a Go new enough for its go.mod)"
     pin "$STAGE" "$name" "$version"
     note "installed $BIN_DIR/$name-$version in $((SECONDS - start))s"
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+# pg_tool NAME: the path of PostgreSQL client tool NAME (psql, ...).
+pg_tool() {
+    local tool="$1" d
+    command -v "$tool" >/dev/null 2>&1 && { command -v "$tool"; return 0; }
+    for d in /usr/lib/postgresql/*/bin; do
+        [[ -x "$d/$tool" ]] && { echo "$d/$tool"; return 0; }
+    done
+    die "'$tool' (PostgreSQL client) not found; install the postgresql-client package"
+}
+
+# postgres_admin_url [URL]: the admin URL of the PostgreSQL server to keep a service's data in:
+# URL when given, else BREAKGLASS_TEST_POSTGRES_URL, else the test cluster of
+# scripts/postgres.sh (started here when it does not answer yet).
+postgres_admin_url() {
+    local url="${1:-${BREAKGLASS_TEST_POSTGRES_URL:-}}" out
+    if [[ -n "$url" ]]; then
+        echo "$url"
+        return 0
+    fi
+    url="postgres://postgres@127.0.0.1:${BREAKGLASS_PG_PORT:-55432}/postgres"
+    if "$(pg_tool psql)" "$url" -qAtc 'select 1' >/dev/null 2>&1; then
+        echo "$url"
+        return 0
+    fi
+    out="$("$ROOT/scripts/postgres.sh" start)" || die "scripts/postgres.sh start failed"
+    out="$(printf '%s\n' "$out" | sed -n 's/^BREAKGLASS_TEST_POSTGRES_URL=//p' | tail -n1)"
+    [[ -n "$out" ]] || die "scripts/postgres.sh start printed no BREAKGLASS_TEST_POSTGRES_URL"
+    echo "$out"
+}
+
+# with_db URL DB: URL with its database name replaced by DB (query string kept).
+with_db() {
+    printf '%s\n' "$1" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\\1/$2#"
+}
+
+# fresh_db ADMIN-URL DB: drops database DB when it exists and creates it empty.
+fresh_db() {
+    PGOPTIONS="-c client_min_messages=warning" "$(pg_tool psql)" "$1" -q -v ON_ERROR_STOP=1 \
+        -c "drop database if exists $2 with (force)" -c "create database $2" >/dev/null \
+        || die "cannot create database $2 at $1"
+}
+
+# drop_db ADMIN-URL DB: drops database DB when it exists.
+drop_db() {
+    PGOPTIONS="-c client_min_messages=warning" "$(pg_tool psql)" "$1" -q -v ON_ERROR_STOP=1 \
+        -c "drop database if exists $2 with (force)" >/dev/null || die "cannot drop database $2 at $1"
 }
 
 # ---------------------------------------------------------------- ports and processes

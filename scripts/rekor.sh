@@ -144,37 +144,9 @@ print_env() {
     echo "export BREAKGLASS_TEST_REKOR_URL=http://127.0.0.1:$1"
 }
 
-pg_tool() {
-    local tool="$1" d
-    command -v "$tool" >/dev/null 2>&1 && { command -v "$tool"; return 0; }
-    for d in /usr/lib/postgresql/*/bin; do
-        [[ -x "$d/$tool" ]] && { echo "$d/$tool"; return 0; }
-    done
-    die "'$tool' (PostgreSQL client) not found; install the postgresql-client package"
-}
-
-# The admin URL of the PostgreSQL server: REKOR_POSTGRES_URL, else BREAKGLASS_TEST_POSTGRES_URL,
-# else the test cluster of scripts/postgres.sh (started here when it does not answer yet).
-postgres_admin_url() {
-    local url="${REKOR_POSTGRES_URL:-${BREAKGLASS_TEST_POSTGRES_URL:-}}" out
-    if [[ -n "$url" ]]; then
-        echo "$url"
-        return 0
-    fi
-    url="postgres://postgres@127.0.0.1:${BREAKGLASS_PG_PORT:-55432}/postgres"
-    if "$(pg_tool psql)" "$url" -qAtc 'select 1' >/dev/null 2>&1; then
-        echo "$url"
-        return 0
-    fi
-    out="$("$ROOT/scripts/postgres.sh" start)" || die "scripts/postgres.sh start failed"
-    out="$(printf '%s\n' "$out" | sed -n 's/^BREAKGLASS_TEST_POSTGRES_URL=//p' | tail -n1)"
-    [[ -n "$out" ]] || die "scripts/postgres.sh start printed no BREAKGLASS_TEST_POSTGRES_URL"
-    echo "$out"
-}
-
-# with_db URL DB: URL with its database name replaced by DB (query string kept).
-with_db() {
-    printf '%s\n' "$1" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\\1/$2#"
+# The admin URL of the PostgreSQL server (REKOR_POSTGRES_URL overrides the test cluster's).
+rekor_admin_url() {
+    postgres_admin_url "${REKOR_POSTGRES_URL:-}"
 }
 
 # start_one DIR NAME BIN ARGS...: starts NAME, logging to DIR/NAME.log; prints the pid.
@@ -253,7 +225,7 @@ cmd_start() {
     # ---- PostgreSQL database for this DIR
     local admin_url db db_url psql
     psql="$(pg_tool psql)"
-    admin_url="$(postgres_admin_url)"
+    admin_url="$(rekor_admin_url)"
     "$psql" "$admin_url" -qAtc 'select 1' >/dev/null 2>&1 \
         || die "cannot connect to PostgreSQL at $admin_url (start it with scripts/postgres.sh start, or set REKOR_POSTGRES_URL)"
     # One database per DIR, so several logs can share one PostgreSQL server.
@@ -263,8 +235,7 @@ cmd_start() {
     exists="$("$psql" "$admin_url" -qAtc "select 1 from pg_database where datname = '$db'")"
     if [[ ! -s "$dir/tree_id" ]]; then
         note "new log: (re)creating PostgreSQL database $db and loading the Trillian $TRILLIAN_VERSION schema"
-        PGOPTIONS="-c client_min_messages=warning" "$psql" "$admin_url" -q -v ON_ERROR_STOP=1 -c "drop database if exists $db with (force)" -c "create database $db" >/dev/null \
-            || die "cannot create database $db at $admin_url"
+        fresh_db "$admin_url" "$db"
         "$psql" "$db_url" -q -v ON_ERROR_STOP=1 -f "$SCHEMA" >/dev/null \
             || die "loading $SCHEMA into database $db failed"
         echo "$db" >"$dir/postgres.db"
@@ -364,17 +335,15 @@ cmd_env() {
 
 cmd_destroy() {
     [[ $# -eq 1 ]] || die "usage: $0 destroy DIR"
-    local dir="$1" db admin_url psql
+    local dir="$1" db admin_url
     [[ -d "$dir" ]] || { note "no directory $dir; nothing to destroy"; return 0; }
     dir="$(cd "$dir" && pwd)"
     stop_all "$dir" || true
     if [[ -s "$dir/postgres.db" ]]; then
         db="$(<"$dir/postgres.db")"
         [[ "$db" =~ ^rekor_[0-9a-f]{16}$ ]] || die "$dir/postgres.db names '$db', not a database this script created"
-        psql="$(pg_tool psql)"
-        admin_url="$(postgres_admin_url)"
-        PGOPTIONS="-c client_min_messages=warning" "$psql" "$admin_url" -q -v ON_ERROR_STOP=1 \
-            -c "drop database if exists $db with (force)" >/dev/null || die "cannot drop database $db at $admin_url"
+        admin_url="$(rekor_admin_url)"
+        drop_db "$admin_url" "$db"
         note "dropped database $db"
     fi
     rm -f "$dir"/{tree_id,postgres.db,signer.pem,ports,rekor.port,createtree.log} "$dir"/{trillian_log_server,trillian_log_signer,rekor-server}.{pid,log}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine or a warm one (README: "Run all tests").
 # Installs and starts what the tests need, idempotently: PostgreSQL, the S3 server, Helm, the
-# transparency log, the test control plane
+# transparency log, the OpenID provider and auth proxy, the test control plane
 # (built once per source version, Go build cache kept), and the frontend toolchain; then runs
 # every Rust test on SQLite and PostgreSQL, and the API fuzzing.
 #
@@ -36,6 +36,12 @@ if ! rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" 55433); then
   rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" 55433)
 fi
 eval "$rekor_env"
+
+step "OpenID provider and auth proxy for the login tests (ORY Hydra, oauth2-proxy; built once)"
+# The tests start Hydra themselves (scripts/hydra.sh start, one per test binary) and
+# oauth2-proxy (e2e/src/oauth2_proxy.rs).
+scripts/hydra.sh install
+scripts/oauth2-proxy.sh install
 
 step "Chromium and chromedriver for the browser tests (Debian packages)"
 if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then

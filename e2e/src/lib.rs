@@ -28,11 +28,14 @@
 //! `BREAKGLASS_KUBECONFIG_DIR` to the kubeconfig dir of an instance started
 //! with `scripts/controlplane.sh start` to reuse it instead of starting one.
 
+pub mod agent;
 pub mod apply;
 pub mod browser;
 mod controlplane;
 pub mod flows;
+pub mod hydra;
 mod namespace;
+pub mod oauth2_proxy;
 pub mod postgres;
 pub mod server;
 mod wait;

@@ -61,6 +61,17 @@ impl ServerProcess {
         data_dir: &Path,
         env: &[(&str, &str)],
     ) -> anyhow::Result<ServerProcess> {
+        ServerProcess::start_on(config, data_dir, env, "127.0.0.1:0").await
+    }
+
+    /// Like [`ServerProcess::start`], listening on `listen` (for a configuration that must name
+    /// the server's own address, e.g. an OIDC redirect URL).
+    pub async fn start_on(
+        config: &Path,
+        data_dir: &Path,
+        env: &[(&str, &str)],
+        listen: &str,
+    ) -> anyhow::Result<ServerProcess> {
         let bin = server_binary()?;
         std::fs::create_dir_all(data_dir)?;
         let log = data_dir.join("server.log");
@@ -74,7 +85,7 @@ impl ServerProcess {
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(listen)
             .env("RUST_LOG", "info,breakglass_server=debug")
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))

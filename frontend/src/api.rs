@@ -10,8 +10,8 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 
 use breakglass_shared::api::{
-    CreateSessionRequest, DenyRequest, DevLoginRequest, ListQuery, ReviewRequest, SessionChange,
-    SessionDetail, SessionPage, WhoAmI, API_PREFIX, CSRF_HEADER,
+    CreateSessionRequest, DenyRequest, DevLoginRequest, ListQuery, LogoutResponse, ReviewRequest,
+    SessionChange, SessionDetail, SessionPage, WhoAmI, API_PREFIX, CSRF_HEADER,
 };
 use breakglass_shared::listing::{NamespaceInfo, PodInfo};
 use breakglass_shared::recording::VerifyResult;
@@ -228,11 +228,11 @@ pub async fn dev_login(user: &str) -> Result<WhoAmI, ApiError> {
     Ok(me)
 }
 
-/// `POST /auth/logout`.
-pub async fn logout() -> Result<(), ApiError> {
-    send("sign out", post("/auth/logout").build()).await?;
+/// `POST /auth/logout`; after an OIDC login, the provider's logout page to go to next.
+pub async fn logout() -> Result<LogoutResponse, ApiError> {
+    let out: LogoutResponse = post_json::<(), _>("sign out", "/auth/logout", None).await?;
     set_csrf(None);
-    Ok(())
+    Ok(out)
 }
 
 // ---- sessions -------------------------------------------------------------------------------

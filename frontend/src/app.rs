@@ -2,7 +2,7 @@
 //! top bar and the routes. Pages live in [`crate::pages`], components in [`crate::components`].
 
 use breakglass_shared::access::Action;
-use breakglass_shared::api::{EnvironmentInfo, WhoAmI};
+use breakglass_shared::api::{EnvironmentInfo, LogoutResponse, WhoAmI, OIDC_LOGIN_PATH};
 use breakglass_shared::{PermissionSet, Session};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -182,7 +182,15 @@ fn Topbar() -> impl IntoView {
     let sign_out = move |_| {
         spawn_local(async move {
             match api::logout().await {
-                Ok(()) => match api::whoami().await {
+                // The provider ends its own session too, then sends the browser back here.
+                Ok(LogoutResponse {
+                    end_session_url: Some(url),
+                }) => {
+                    if let Some(w) = web_sys::window() {
+                        let _ = w.location().assign(&url);
+                    }
+                }
+                Ok(_) => match api::whoami().await {
                     Ok(me) => auth.me.set(me),
                     Err(e) => error.set(Some(e)),
                 },
@@ -291,7 +299,8 @@ fn UserSwitcher() -> impl IntoView {
     }
 }
 
-/// Not signed in: the dev-login picker, or a note about the organisation's login.
+/// Not signed in: the organisation's sign-in (OIDC) when configured, the dev-login picker in
+/// dev mode, else a note about the authenticating proxy.
 #[component]
 fn SignIn() -> impl IntoView {
     set_title("Sign in");
@@ -299,18 +308,33 @@ fn SignIn() -> impl IntoView {
     let error = RwSignal::new(None::<api::ApiError>);
     let busy = RwSignal::new(false);
     let dev = move || auth.me.with(|m| m.dev_mode);
+    let oidc = move || auth.me.with(|m| m.oidc_login);
+    let location = use_location();
+    // Back to this very page once signed in.
+    let oidc_href = move || {
+        let here = format!("{}{}", location.pathname.get(), location.search.get());
+        format!("{OIDC_LOGIN_PATH}?return_to={}", api::encode(&here))
+    };
     view! {
         <section class="card signin" aria-labelledby="signin-title">
             <h1 id="signin-title">"Sign in"</h1>
+            <Show when=oidc>
+                <p>"Sign in with your organisation's account; you come back to this page afterwards."</p>
+                <p>
+                    <a class="button primary" data-testid="oidc-sign-in" href=oidc_href rel="external">
+                        "Sign in with your organisation"
+                    </a>
+                </p>
+            </Show>
             <Show
                 when=dev
-                fallback=|| view! {
+                fallback=move || (!oidc()).then(|| view! {
                     <p>
                         "You are not signed in. This server expects your organisation's login (an "
                         "authenticating proxy in front of it): open it through that address, or ask "
                         "your platform team."
                     </p>
-                }
+                })
             >
                 <p>"Pick a demo user. No password: this server runs in dev mode."</p>
                 <ul class="user-picker">

@@ -290,6 +290,24 @@ pub struct WhoAmI {
     pub environments: Vec<EnvironmentInfo>,
     /// Token to send in `x-csrf-token` on state-changing requests.
     pub csrf_token: Option<String>,
+    /// The OIDC login is configured: sign in at [`OIDC_LOGIN_PATH`].
+    #[serde(default)]
+    pub oidc_login: bool,
+}
+
+/// Where the browser goes to sign in through the OIDC provider (a page, not an API call);
+/// `?return_to=/path` comes back to that page afterwards.
+pub const OIDC_LOGIN_PATH: &str = "/api/breakglass/auth/oidc/login";
+
+/// `POST /auth/logout`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct LogoutResponse {
+    /// Where to send the browser so the identity provider ends its session too
+    /// (RP-initiated logout); absent when the login was not an OIDC one or the provider
+    /// offers no logout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_session_url: Option<String>,
 }
 
 /// `POST /auth/dev-login`.

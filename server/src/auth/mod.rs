@@ -1,5 +1,5 @@
-//! Who is calling: the dev login's signed cookie, or a trusted auth proxy's headers. An OIDC
-//! login (a later addition) plugs in as one more [`Source`] that sets the same cookie.
+//! Who is calling: the signed session cookie (set by the dev login or the OIDC login, see
+//! [`oidc`]), or a trusted auth proxy's headers.
 //!
 //! CSRF: every state-changing request must carry `x-csrf-token`, a MAC of the user and their
 //! login nonce under the server key, which only same-origin script can read (from `whoami`);
@@ -23,6 +23,8 @@ use crate::config::Environment;
 use crate::error::ApiError;
 use crate::state::AppState;
 
+pub mod oidc;
+
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "breakglass_session";
 /// Proxy header carrying the user name.
@@ -37,6 +39,19 @@ pub enum Source {
     DevCookie,
     /// A trusted auth proxy's headers.
     Proxy,
+    /// The OIDC login's cookie.
+    Oidc,
+}
+
+/// Which login issued a session cookie.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CookieLogin {
+    /// The dev login (cookies from before the OIDC login carry no `login` and are these).
+    #[default]
+    Dev,
+    /// The OIDC login.
+    Oidc,
 }
 
 /// What the session cookie holds (signed, so the client cannot change it).
@@ -50,6 +65,12 @@ pub struct CookieClaims {
     pub nonce: String,
     /// Unix seconds after which the cookie is refused.
     pub exp: i64,
+    /// The login that issued it; each is honoured only while that login is configured.
+    #[serde(default)]
+    pub login: CookieLogin,
+    /// The OIDC ID token, the hint of an RP-initiated logout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_token: Option<String>,
 }
 
 /// The signed-in caller. As an extractor it answers 401 when nobody is signed in, and checks
@@ -178,18 +199,17 @@ pub fn identify(state: &AppState, parts: &Parts) -> Option<CurrentUser> {
             .map(str::trim)
             .filter(|u| !u.is_empty())
         {
+            // oauth2-proxy sends one header line per group; others one comma-separated line.
             let groups = parts
                 .headers
-                .get(PROXY_GROUPS)
-                .and_then(|v| v.to_str().ok())
-                .map(|g| {
-                    g.split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default();
+                .get_all(PROXY_GROUPS)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|g| g.split(','))
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
             return Some(CurrentUser {
                 name: user.to_string(),
                 groups,
@@ -204,21 +224,20 @@ pub fn identify(state: &AppState, parts: &Parts) -> Option<CurrentUser> {
     if claims.exp < time::OffsetDateTime::now_utc().unix_timestamp() {
         return None;
     }
-    // A demo user is only honoured while the dev login is on and still lists them.
-    let dev_user = state
-        .config
-        .dev_users
-        .iter()
-        .find(|u| u.name == claims.user);
-    if !state.config.dev_login || dev_user.is_none() {
-        return None;
-    }
+    let source = match claims.login {
+        // A demo user is only honoured while the dev login is on and still lists them.
+        CookieLogin::Dev => {
+            let listed = state.config.dev_users.iter().any(|u| u.name == claims.user);
+            (state.config.dev_login && listed).then_some(Source::DevCookie)?
+        }
+        CookieLogin::Oidc => state.config.oidc.is_some().then_some(Source::Oidc)?,
+    };
     Some(CurrentUser {
         csrf_token: csrf_token(state, &claims.user, &claims.nonce),
         nonce: claims.nonce,
         name: claims.user,
         groups: claims.groups,
-        source: Source::DevCookie,
+        source,
     })
 }
 

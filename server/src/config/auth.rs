@@ -1,5 +1,7 @@
 //! Who may come in and how they are recognised: `public_url`, `session_secret`,
-//! `trusted_proxies` and `[dev_login]`.
+//! `trusted_proxies`, `[dev_login]` and `[auth.oidc]`.
+
+use std::path::PathBuf;
 
 use ipnet::IpNet;
 use serde::Deserialize;
@@ -138,6 +140,223 @@ impl DevLoginConfig {
     }
 }
 
+/// The path the provider sends the browser back to; `auth.oidc.redirect_url` must end in it.
+pub const OIDC_CALLBACK_PATH: &str = "/api/breakglass/auth/oidc/callback";
+
+/// `[auth]`: sign-in through an identity provider.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSectionConfig {
+    /// `[auth.oidc]`: OpenID Connect login; off when absent.
+    pub oidc: Option<OidcFileConfig>,
+}
+
+/// `[auth.oidc]` as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcFileConfig {
+    /// The provider's issuer URL (its discovery document is at
+    /// `ISSUER/.well-known/openid-configuration` and must name exactly this issuer).
+    pub issuer_url: String,
+    /// The client id registered at the provider.
+    pub client_id: String,
+    /// File holding the client secret (e.g. a mounted Kubernetes Secret). Without it the
+    /// secret comes from `BREAKGLASS_OIDC_CLIENT_SECRET`; exactly one of the two.
+    pub client_secret_file: Option<PathBuf>,
+    /// Where the provider sends the browser back:
+    /// `https://PUBLIC-HOST/api/breakglass/auth/oidc/callback`, registered at the provider.
+    pub redirect_url: String,
+    /// Scopes to ask for (default `openid`, `profile`, `email`); must include `openid`.
+    pub scopes: Option<Vec<String>>,
+    /// ID-token claim listing the user's groups (default `groups`): a list of strings, or one
+    /// string. The groups are matched against each environment's `permissions`.
+    pub groups_claim: Option<String>,
+    /// ID-token claim naming the user (default `preferred_username`).
+    pub username_claim: Option<UsernameClaim>,
+    /// Seconds a login lasts before the user must sign in again (default 8 hours; 10 s to
+    /// 7 days), whatever the provider's own session does.
+    pub session_lifetime_seconds: Option<u64>,
+}
+
+/// Which standard claim names the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsernameClaim {
+    /// `sub`: stable but often opaque.
+    Sub,
+    /// `preferred_username`.
+    PreferredUsername,
+    /// `email`.
+    Email,
+}
+
+impl UsernameClaim {
+    /// The claim's name in the ID token.
+    pub fn name(self) -> &'static str {
+        match self {
+            UsernameClaim::Sub => "sub",
+            UsernameClaim::PreferredUsername => "preferred_username",
+            UsernameClaim::Email => "email",
+        }
+    }
+}
+
+/// The resolved `[auth.oidc]`: every key checked, the secret read.
+#[derive(Clone)]
+pub struct OidcSettings {
+    /// Issuer URL exactly as configured (the ID token's `iss` must equal it).
+    pub issuer_url: String,
+    /// Client id.
+    pub client_id: String,
+    /// Client secret (kept out of `Debug`).
+    pub client_secret: String,
+    /// The callback URL.
+    pub redirect_url: Url,
+    /// Where the provider sends the browser after an RP-initiated logout: the redirect URL's
+    /// origin.
+    pub post_logout_redirect_url: Url,
+    /// Scopes besides `openid` (which is always sent).
+    pub extra_scopes: Vec<String>,
+    /// Groups claim.
+    pub groups_claim: String,
+    /// Username claim.
+    pub username_claim: UsernameClaim,
+    /// Login lifetime.
+    pub session_lifetime: time::Duration,
+}
+
+impl std::fmt::Debug for OidcSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OidcSettings")
+            .field("issuer_url", &self.issuer_url)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"[redacted]")
+            .field("redirect_url", &self.redirect_url.as_str())
+            .field("extra_scopes", &self.extra_scopes)
+            .field("groups_claim", &self.groups_claim)
+            .field("username_claim", &self.username_claim)
+            .field("session_lifetime", &self.session_lifetime)
+            .finish()
+    }
+}
+
+fn http_url(key: &str, text: &str) -> Result<Url, ConfigError> {
+    let url = Url::parse(text)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .ok_or_else(|| ConfigError::new(key, "must be an http:// or https:// URL"))?;
+    Ok(url)
+}
+
+impl OidcFileConfig {
+    /// Checks every key and reads the client secret (`env_secret` is
+    /// `BREAKGLASS_OIDC_CLIENT_SECRET`).
+    pub(super) fn resolve(self, env_secret: Option<&str>) -> Result<OidcSettings, ConfigError> {
+        let issuer = http_url("auth.oidc.issuer_url", &self.issuer_url)?;
+        if issuer.scheme() != "https" && !is_loopback(&issuer) {
+            return Err(ConfigError::new(
+                "auth.oidc.issuer_url",
+                "must be https:// (plain http only on a loopback address, for tests)",
+            ));
+        }
+        if self.client_id.trim().is_empty() {
+            return Err(ConfigError::new("auth.oidc.client_id", "must not be empty"));
+        }
+        let client_secret = match (&self.client_secret_file, env_secret) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    "auth.oidc.client_secret_file",
+                    "BREAKGLASS_OIDC_CLIENT_SECRET is set too; keep one of the two",
+                ))
+            }
+            (None, None) => {
+                return Err(ConfigError::new(
+                    "auth.oidc.client_secret_file",
+                    "missing: name a file holding the client secret, or set BREAKGLASS_OIDC_CLIENT_SECRET",
+                ))
+            }
+            (Some(path), None) => std::fs::read_to_string(path)
+                .map_err(|e| {
+                    ConfigError::new(
+                        "auth.oidc.client_secret_file",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?
+                .trim()
+                .to_string(),
+            (None, Some(s)) => s.trim().to_string(),
+        };
+        if client_secret.is_empty() {
+            return Err(ConfigError::new(
+                "auth.oidc.client_secret_file",
+                "the client secret is empty",
+            ));
+        }
+        let redirect_url = http_url("auth.oidc.redirect_url", &self.redirect_url)?;
+        if redirect_url.path() != OIDC_CALLBACK_PATH || redirect_url.query().is_some() {
+            return Err(ConfigError::new(
+                "auth.oidc.redirect_url",
+                format!("must be this server's address followed by {OIDC_CALLBACK_PATH}"),
+            ));
+        }
+        let mut post_logout_redirect_url = redirect_url.clone();
+        post_logout_redirect_url.set_path("/");
+        let scopes = self
+            .scopes
+            .unwrap_or_else(|| vec!["openid".into(), "profile".into(), "email".into()]);
+        if !scopes.iter().any(|s| s == "openid") {
+            return Err(ConfigError::new(
+                "auth.oidc.scopes",
+                "must include \"openid\"",
+            ));
+        }
+        if let Some(bad) = scopes
+            .iter()
+            .find(|s| s.is_empty() || s.chars().any(char::is_whitespace))
+        {
+            return Err(ConfigError::new(
+                "auth.oidc.scopes",
+                format!("{bad:?} is not a scope: scopes are single words"),
+            ));
+        }
+        let groups_claim = self.groups_claim.unwrap_or_else(|| "groups".into());
+        if groups_claim.trim().is_empty() {
+            return Err(ConfigError::new(
+                "auth.oidc.groups_claim",
+                "must not be empty",
+            ));
+        }
+        let lifetime = super::within(
+            "auth.oidc.session_lifetime_seconds",
+            self.session_lifetime_seconds.unwrap_or(8 * 3600),
+            10,
+            7 * 24 * 3600,
+        )?;
+        Ok(OidcSettings {
+            issuer_url: self.issuer_url,
+            client_id: self.client_id,
+            client_secret,
+            redirect_url,
+            post_logout_redirect_url,
+            extra_scopes: scopes.into_iter().filter(|s| s != "openid").collect(),
+            groups_claim,
+            username_claim: self
+                .username_claim
+                .unwrap_or(UsernameClaim::PreferredUsername),
+            session_lifetime: time::Duration::seconds(i64::try_from(lifetime).unwrap_or(i64::MAX)),
+        })
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost",
+        None => false,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -204,5 +423,78 @@ mod tests {
         );
         let e = super::super::parse("public_url = \"bg.example\"").unwrap_err();
         assert_eq!(e.key, "public_url");
+    }
+
+    fn oidc_text(dir: &std::path::Path, extra: &str) -> String {
+        let secret = dir.join("secret");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        format!(
+            "[auth.oidc]\nissuer_url = \"https://id.example/\"\nclient_id = \"bg\"\n\
+             redirect_url = \"https://bg.example/api/breakglass/auth/oidc/callback\"\n\
+             client_secret_file = \"{}\"\n{extra}",
+            secret.display()
+        )
+    }
+
+    #[test]
+    fn oidc_keys_are_checked_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = super::super::parse(&oidc_text(dir.path(), "")).unwrap();
+        let o = c.oidc.unwrap();
+        assert_eq!(o.client_secret, "s3cret");
+        assert_eq!(o.extra_scopes, ["profile", "email"]);
+        assert_eq!(o.groups_claim, "groups");
+        assert_eq!(o.username_claim, UsernameClaim::PreferredUsername);
+        assert_eq!(o.session_lifetime, time::Duration::hours(8));
+        assert_eq!(o.post_logout_redirect_url.as_str(), "https://bg.example/");
+        assert!(!format!("{o:?}").contains("s3cret"));
+
+        let cases = [
+            ("scopes = [\"profile\"]", "auth.oidc.scopes"),
+            ("scopes = [\"openid\", \"a b\"]", "auth.oidc.scopes"),
+            ("groups_claim = \"\"", "auth.oidc.groups_claim"),
+            (
+                "session_lifetime_seconds = 5",
+                "auth.oidc.session_lifetime_seconds",
+            ),
+        ];
+        for (extra, key) in cases {
+            let e = super::super::parse(&oidc_text(dir.path(), extra))
+                .err()
+                .unwrap();
+            assert_eq!(e.key, key, "{extra}");
+        }
+        let swaps = [
+            (
+                "https://id.example/",
+                "http://id.example/",
+                "auth.oidc.issuer_url",
+            ),
+            ("https://id.example/", "id.example", "auth.oidc.issuer_url"),
+            (
+                "client_id = \"bg\"",
+                "client_id = \" \"",
+                "auth.oidc.client_id",
+            ),
+            (
+                "/api/breakglass/auth/oidc/callback",
+                "/callback",
+                "auth.oidc.redirect_url",
+            ),
+            (
+                "client_secret_file = ",
+                "client_secret_file = \"/nonexistent\"\n#",
+                "auth.oidc.client_secret_file",
+            ),
+        ];
+        let text = oidc_text(dir.path(), "");
+        for (from, to, key) in swaps {
+            let e = super::super::parse(&text.replacen(from, to, 1))
+                .err()
+                .unwrap();
+            assert_eq!(e.key, key, "{to}");
+        }
+        let e = super::super::parse(&text.replace("[auth.oidc]", "[auth.oidc]\nissuer = \"x\""));
+        assert!(e.is_err());
     }
 }

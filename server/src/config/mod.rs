@@ -20,7 +20,10 @@ use std::path::{Path, PathBuf};
 use ipnet::IpNet;
 use serde::Deserialize;
 
-pub use auth::{demo_users, DevLoginConfig, DevUser, PublicUrl};
+pub use auth::{
+    demo_users, AuthSectionConfig, DevLoginConfig, DevUser, OidcFileConfig, OidcSettings,
+    PublicUrl, UsernameClaim, OIDC_CALLBACK_PATH,
+};
 pub use environments::{
     demo_environments, is_pinned_image, ClusterCredentials, Environment, EnvironmentConfig,
     Holders, DEFAULT_DEBUG_IMAGE, PROTECTED_NAMESPACES,
@@ -57,6 +60,9 @@ pub struct ServeArgs {
     /// or test) instead of failing at once; the UI labels such environments.
     #[arg(long, env = "BREAKGLASS_NO_CLUSTERS")]
     pub no_clusters: bool,
+    /// The OIDC client secret, when `[auth.oidc]` names no `client_secret_file`.
+    #[arg(long, env = "BREAKGLASS_OIDC_CLIENT_SECRET", hide_env_values = true)]
+    pub oidc_client_secret: Option<String>,
 }
 
 /// A configuration problem: which key and why.
@@ -122,6 +128,9 @@ pub struct FileConfig {
     /// Addresses of auth proxies whose `X-Auth-Request-User` / `-Groups` headers are trusted.
     #[serde(default)]
     pub trusted_proxies: Vec<IpNet>,
+    /// Sign-in through an identity provider (`[auth.oidc]`).
+    #[serde(default)]
+    pub auth: AuthSectionConfig,
     /// The debug image, pinned by digest (`repo@sha256:...`); default [`DEFAULT_DEBUG_IMAGE`].
     /// The admission policies admit exactly this image.
     pub debug_image: Option<String>,
@@ -164,6 +173,8 @@ pub struct Config {
     pub dev_users: Vec<DevUser>,
     /// Trusted proxies.
     pub trusted_proxies: Vec<IpNet>,
+    /// OIDC login, when `[auth.oidc]` is configured.
+    pub oidc: Option<OidcSettings>,
     /// Environments in configuration order.
     pub environments: Vec<Environment>,
     /// The pinned debug image.
@@ -204,6 +215,7 @@ impl Config {
             durations,
             dev_login,
             trusted_proxies,
+            auth: auth_section,
             debug_image,
             server_namespace,
             recording,
@@ -237,6 +249,10 @@ impl Config {
         }
         .resolve(args.dev)?;
         let recording = recording.resolve(&server.data_dir)?;
+        let oidc = auth_section
+            .oidc
+            .map(|o| o.resolve(args.oidc_client_secret.as_deref()))
+            .transpose()?;
         Ok(Config {
             recording,
             listen: server.listen,
@@ -252,6 +268,7 @@ impl Config {
             dev_login: dev.enabled,
             dev_users: dev.users,
             trusted_proxies: auth.trusted_proxies,
+            oidc,
             environments: envs.environments,
             debug_image: envs.debug_image,
             server_namespace: envs.server_namespace,

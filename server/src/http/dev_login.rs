@@ -1,10 +1,10 @@
-//! `POST /auth/dev-login` and `/auth/logout`: pick a demo user, no password. Only when enabled,
+//! `POST /auth/dev-login`: pick a demo user, no password. Only when enabled,
 //! and loudly marked in the UI. The cookie and CSRF rules it issues are `crate::auth`'s.
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::IntoResponse;
-use axum_extra::extract::cookie::{Cookie, SignedCookieJar};
+use axum_extra::extract::cookie::SignedCookieJar;
 use breakglass_shared::api::{DevLoginRequest, WhoAmI};
 use breakglass_shared::{ErrorBody, ErrorCode};
 use rand::RngCore;
@@ -12,7 +12,7 @@ use rand::RngCore;
 use super::extract::ApiJson;
 use super::whoami_for;
 use crate::auth::{
-    check_origin, csrf_token, session_cookie, CookieClaims, CurrentUser, Source, SESSION_COOKIE,
+    check_origin, csrf_token, session_cookie, CookieClaims, CookieLogin, CurrentUser, Source,
 };
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -65,6 +65,8 @@ pub async fn login(
         groups: user.groups.clone(),
         nonce: hex::encode(nonce),
         exp: time::OffsetDateTime::now_utc().unix_timestamp() + DEV_LOGIN_SECONDS,
+        login: CookieLogin::Dev,
+        id_token: None,
     };
     let current = CurrentUser {
         name: claims.user.clone(),
@@ -75,18 +77,4 @@ pub async fn login(
     };
     let jar = jar.add(session_cookie(&state, &claims));
     Ok((jar, axum::Json(whoami_for(&state, Some(&current)).await)))
-}
-
-/// `POST /auth/logout`: forget the session cookie.
-#[utoipa::path(post, path = "/api/breakglass/auth/logout", tag = "auth",
-    responses(
-        (status = 204, description = "Signed out"),
-        (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "CSRF check failed", body = ErrorBody),
-    ))]
-pub async fn logout(_user: CurrentUser, jar: SignedCookieJar) -> impl IntoResponse {
-    (
-        jar.remove(Cookie::build(SESSION_COOKIE).path("/")),
-        StatusCode::NO_CONTENT,
-    )
 }

@@ -26,6 +26,7 @@ pub mod extract;
 pub mod headers;
 pub mod recordings;
 pub mod sessions;
+pub mod sign_in;
 pub mod terminal;
 
 /// The OpenAPI document of the whole API.
@@ -39,7 +40,9 @@ pub mod terminal;
         whoami,
         environments,
         dev_login::login,
-        dev_login::logout,
+        sign_in::logout,
+        sign_in::oidc_login,
+        sign_in::oidc_callback,
         sessions::create,
         sessions::list,
         sessions::get,
@@ -66,7 +69,9 @@ pub fn app(state: AppState) -> Router {
         .route("/whoami", get(whoami))
         .route("/environments", get(environments))
         .route("/auth/dev-login", post(dev_login::login))
-        .route("/auth/logout", post(dev_login::logout))
+        .route("/auth/logout", post(sign_in::logout))
+        .route("/auth/oidc/login", get(sign_in::oidc_login))
+        .route("/auth/oidc/callback", get(sign_in::oidc_callback))
         .route("/sessions", post(sessions::create).get(sessions::list))
         .route("/sessions/{id}", get(sessions::get))
         .route("/sessions/{id}/approve", post(sessions::approve))
@@ -88,7 +93,10 @@ pub fn app(state: AppState) -> Router {
         .route("/openapi.json", get(openapi))
         // After the routes: it applies to those registered before it. Axum keeps `Allow`.
         .method_not_allowed_fallback(api_method_not_allowed)
-        .fallback(api_not_found);
+        .fallback(api_not_found)
+        .layer(axum::Extension(sign_in::OidcProvider::for_config(
+            &state.config,
+        )));
     let index = state.config.static_dir.join("index.html");
     let frontend = ServeDir::new(&state.config.static_dir).fallback(ServeFile::new(index));
     Router::new()
@@ -169,6 +177,7 @@ pub async fn whoami_for(state: &AppState, user: Option<&CurrentUser>) -> WhoAmI 
         },
         environments,
         csrf_token: user.map(|u| u.csrf_token.clone()),
+        oidc_login: state.config.oidc.is_some(),
     }
 }
 

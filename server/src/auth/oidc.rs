@@ -1,0 +1,338 @@
+//! OpenID Connect login: the authorization code flow with PKCE, a state and a nonce, the ID
+//! token verified against the provider's JWKS. It ends in the same signed session cookie as
+//! every other cookie login (`super::session_cookie`); the HTTP routes are in
+//! `http/sign_in.rs`.
+//!
+//! The provider's metadata and keys are fetched on the first login, not at start, so a
+//! provider that is down when the server starts costs a sign-in page that says so, not the
+//! server. An ID token signed with a key the cached JWKS lacks makes us fetch them once more
+//! (the provider rotated its keys) before refusing it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openidconnect::core::{
+    CoreClient, CoreGenderClaim, CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm,
+    CoreResponseType,
+};
+use openidconnect::{
+    AdditionalClaims, AuthenticationFlow, AuthorizationCode, ClaimsVerificationError, ClientId,
+    ClientSecret, CsrfToken, DiscoveryError, IdToken, IssuerUrl, LogoutRequest, Nonce,
+    PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl, ProviderMetadataWithLogout,
+    RedirectUrl, RequestTokenError, Scope, SignatureVerificationError, TokenResponse,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::RwLock;
+use url::Url;
+
+use crate::config::{OidcSettings, UsernameClaim};
+
+/// Seconds a started sign-in may take before its callback is refused.
+pub const LOGIN_SECONDS: i64 = 600;
+
+/// Every claim the standard claims do not take, so the groups claim can have any name.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct OtherClaims(HashMap<String, serde_json::Value>);
+impl AdditionalClaims for OtherClaims {}
+
+type GroupsIdToken = IdToken<
+    OtherClaims,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJwsSigningAlgorithm,
+>;
+
+/// What a started sign-in keeps in the browser (a signed, short-lived cookie) until the
+/// provider sends it back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PendingLogin {
+    /// The `state` the callback must carry.
+    pub state: String,
+    /// The nonce the ID token must carry.
+    pub nonce: String,
+    /// The PKCE verifier of the challenge sent.
+    pub pkce_verifier: String,
+    /// Path to return to after signing in.
+    pub return_to: String,
+    /// Unix seconds after which the callback is refused.
+    pub exp: i64,
+}
+
+/// Who the provider says signed in.
+#[derive(Debug, Clone)]
+pub struct OidcIdentity {
+    /// User name (from the configured username claim).
+    pub user: String,
+    /// Groups (from the configured groups claim).
+    pub groups: Vec<String>,
+    /// The verified ID token, kept as the hint of an RP-initiated logout.
+    pub id_token: String,
+}
+
+/// Why a sign-in did not complete; each is shown to the person as a page.
+#[derive(Debug, thiserror::Error)]
+pub enum OidcError {
+    /// The provider did not answer (or answered with an HTTP error).
+    #[error("the identity provider could not be reached: {0}")]
+    Unreachable(String),
+    /// The provider answered, but its discovery document is not one we can use (e.g. it
+    /// names another issuer).
+    #[error("the identity provider's metadata is unusable: {0}")]
+    BadProvider(String),
+    /// The person declined (or the provider refused them).
+    #[error("access was denied at the identity provider")]
+    Denied,
+    /// The provider refused the request or the code exchange.
+    #[error("the identity provider refused the sign-in: {0}")]
+    Refused(String),
+    /// No sign-in in progress in this browser matches the callback: it took too long, was
+    /// already used, or was started elsewhere.
+    #[error("no matching sign-in in progress (expired, already used, or from another browser)")]
+    Expired,
+    /// The ID token did not verify (signature, issuer, audience, expiry or nonce).
+    #[error("the ID token failed verification: {0}")]
+    TokenRejected(String),
+    /// The ID token lacks the configured username claim.
+    #[error("the ID token has no `{0}` claim")]
+    MissingClaim(&'static str),
+}
+
+/// The configured provider and what was learnt from it.
+pub struct Provider {
+    settings: OidcSettings,
+    http: reqwest::Client,
+    metadata: RwLock<Option<Arc<ProviderMetadataWithLogout>>>,
+}
+
+impl Provider {
+    /// A provider for `settings`; nothing is fetched yet.
+    pub fn new(settings: OidcSettings) -> Result<Provider, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            // Following redirects would let a provider's answer send us anywhere.
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Provider {
+            settings,
+            http,
+            metadata: RwLock::new(None),
+        })
+    }
+
+    /// The configuration it runs with.
+    pub fn settings(&self) -> &OidcSettings {
+        &self.settings
+    }
+
+    async fn discover(&self) -> Result<Arc<ProviderMetadataWithLogout>, OidcError> {
+        let issuer = IssuerUrl::new(self.settings.issuer_url.clone())
+            .map_err(|e| OidcError::BadProvider(e.to_string()))?;
+        let meta = ProviderMetadataWithLogout::discover_async(issuer, &self.http)
+            .await
+            .map_err(|e| match e {
+                DiscoveryError::Request(e) => OidcError::Unreachable(e.to_string()),
+                DiscoveryError::Response(status, _, _) => {
+                    OidcError::Unreachable(format!("its discovery document answered {status}"))
+                }
+                other => OidcError::BadProvider(other.to_string()),
+            })?;
+        let meta = Arc::new(meta);
+        *self.metadata.write().await = Some(meta.clone());
+        Ok(meta)
+    }
+
+    async fn cached(&self) -> Result<Arc<ProviderMetadataWithLogout>, OidcError> {
+        if let Some(m) = self.metadata.read().await.clone() {
+            return Ok(m);
+        }
+        self.discover().await
+    }
+
+    fn client(
+        &self,
+        meta: &ProviderMetadataWithLogout,
+    ) -> openidconnect::core::CoreClient<
+        openidconnect::EndpointSet,
+        openidconnect::EndpointNotSet,
+        openidconnect::EndpointNotSet,
+        openidconnect::EndpointNotSet,
+        openidconnect::EndpointMaybeSet,
+        openidconnect::EndpointMaybeSet,
+    > {
+        CoreClient::from_provider_metadata(
+            meta.clone(),
+            ClientId::new(self.settings.client_id.clone()),
+            Some(ClientSecret::new(self.settings.client_secret.clone())),
+        )
+        .set_redirect_uri(RedirectUrl::from_url(self.settings.redirect_url.clone()))
+    }
+
+    /// Starts a sign-in: the provider URL to send the browser to, and what to keep until it
+    /// comes back. `return_to` must already be a safe local path.
+    pub async fn begin(&self, return_to: String) -> Result<(Url, PendingLogin), OidcError> {
+        let meta = self.cached().await?;
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let (url, state, nonce) = self
+            .client(&meta)
+            .authorize_url(
+                AuthenticationFlow::<CoreResponseType>::AuthorizationCode,
+                CsrfToken::new_random,
+                Nonce::new_random,
+            )
+            .add_scopes(self.settings.extra_scopes.iter().cloned().map(Scope::new))
+            .set_pkce_challenge(challenge)
+            .url();
+        let pending = PendingLogin {
+            state: state.secret().clone(),
+            nonce: nonce.secret().clone(),
+            pkce_verifier: verifier.secret().clone(),
+            return_to,
+            exp: time::OffsetDateTime::now_utc().unix_timestamp() + LOGIN_SECONDS,
+        };
+        Ok((url, pending))
+    }
+
+    /// Completes the sign-in `pending` with the callback's `code`: exchanges it (with the
+    /// PKCE verifier) and verifies the ID token. The caller has checked `state` already.
+    pub async fn finish(
+        &self,
+        pending: &PendingLogin,
+        code: String,
+    ) -> Result<OidcIdentity, OidcError> {
+        let meta = self.cached().await?;
+        let client = self.client(&meta);
+        let response = client
+            .exchange_code(AuthorizationCode::new(code))
+            .map_err(|e| OidcError::BadProvider(e.to_string()))?
+            .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier.clone()))
+            .request_async(&self.http)
+            .await
+            .map_err(|e| match e {
+                RequestTokenError::ServerResponse(r) => OidcError::Refused(format!(
+                    "{}{}",
+                    r.error(),
+                    r.error_description()
+                        .map(|d| format!(": {d}"))
+                        .unwrap_or_default()
+                )),
+                RequestTokenError::Request(e) => OidcError::Unreachable(e.to_string()),
+                other => OidcError::Refused(other.to_string()),
+            })?;
+        let raw = response
+            .id_token()
+            .ok_or_else(|| OidcError::TokenRejected("the token response has no ID token".into()))?
+            .to_string();
+        let token: GroupsIdToken = raw
+            .parse()
+            .map_err(|e: serde_json::Error| OidcError::TokenRejected(e.to_string()))?;
+        let nonce = Nonce::new(pending.nonce.clone());
+        let claims = match token.claims(&client.id_token_verifier(), &nonce) {
+            Err(ClaimsVerificationError::SignatureVerification(
+                SignatureVerificationError::NoMatchingKey,
+            )) => {
+                // The provider rotated its keys since we fetched them: fetch them again once.
+                tracing::info!(
+                    "ID token signed with a key we do not know; fetching the provider's keys again"
+                );
+                let meta = self.discover().await?;
+                token.claims(&self.client(&meta).id_token_verifier(), &nonce)
+            }
+            other => other,
+        }
+        .map_err(|e| OidcError::TokenRejected(e.to_string()))?;
+        let claim = self.settings.username_claim;
+        let user = match claim {
+            UsernameClaim::Sub => Some(claims.subject().as_str()),
+            UsernameClaim::PreferredUsername => claims.preferred_username().map(|u| u.as_str()),
+            UsernameClaim::Email => claims.email().map(|e| e.as_str()),
+        }
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .ok_or(OidcError::MissingClaim(claim.name()))?;
+        Ok(OidcIdentity {
+            user: user.to_string(),
+            groups: groups_of(claims.additional_claims(), &self.settings.groups_claim),
+            id_token: raw,
+        })
+    }
+
+    /// Where to send the browser after a local logout so the provider ends its session too
+    /// (RP-initiated logout), when the provider offers it; `None` otherwise, and when the
+    /// provider cannot be reached (the local logout stands on its own).
+    pub async fn end_session_url(&self, id_token: Option<&str>) -> Option<Url> {
+        let meta = match self.cached().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "logout: the provider is unreachable; signing out locally only");
+                return None;
+            }
+        };
+        let endpoint = meta.additional_metadata().end_session_endpoint.clone()?;
+        let mut req = LogoutRequest::from(endpoint)
+            .set_client_id(ClientId::new(self.settings.client_id.clone()))
+            .set_post_logout_redirect_uri(PostLogoutRedirectUrl::from_url(
+                self.settings.post_logout_redirect_url.clone(),
+            ));
+        if let Some(token) = id_token.and_then(|t| t.parse::<GroupsIdToken>().ok()) {
+            req = req.set_id_token_hint(&token);
+        }
+        Some(req.http_get_url())
+    }
+}
+
+/// The groups in claim `name`: a list of strings, or one string; none when absent.
+fn groups_of(claims: &OtherClaims, name: &str) -> Vec<String> {
+    match claims.0.get(name) {
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str())
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(String::from)
+            .collect(),
+        Some(serde_json::Value::String(g)) if !g.trim().is_empty() => vec![g.trim().to_string()],
+        _ => vec![],
+    }
+}
+
+/// `return_to` when it is a path on this server (so a crafted sign-in link cannot send the
+/// browser elsewhere afterwards), else `/`.
+pub fn safe_return_path(return_to: Option<&str>) -> String {
+    match return_to {
+        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p.to_string(),
+        _ => "/".to_string(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_are_a_list_or_one_string() {
+        let claims: OtherClaims = serde_json::from_value(serde_json::json!({
+            "groups": ["sre", " ", "admins", 3],
+            "team": "payments",
+        }))
+        .unwrap();
+        assert_eq!(groups_of(&claims, "groups"), ["sre", "admins"]);
+        assert_eq!(groups_of(&claims, "team"), ["payments"]);
+        assert!(groups_of(&claims, "roles").is_empty());
+    }
+
+    #[test]
+    fn only_local_paths_are_returned_to() {
+        assert_eq!(safe_return_path(Some("/env/prod?x=1")), "/env/prod?x=1");
+        for bad in [
+            "https://evil.example/",
+            "//evil.example",
+            "/\\evil.example",
+            "env",
+        ] {
+            assert_eq!(safe_return_path(Some(bad)), "/", "{bad}");
+        }
+        assert_eq!(safe_return_path(None), "/");
+    }
+}
