@@ -49,6 +49,11 @@ impl Setup {
     /// A server with `[auth.oidc]` at `issuer` (default: the provider's) and `extra` keys in
     /// that section.
     async fn start(issuer: Option<&str>, extra: &str) -> anyhow::Result<Setup> {
+        Setup::start_with(issuer, extra, "").await
+    }
+
+    /// Like [`Setup::start`], with `top` keys before the `[auth.oidc]` section.
+    async fn start_with(issuer: Option<&str>, extra: &str, top: &str) -> anyhow::Result<Setup> {
         let provider = Provider::shared()?;
         let port = free_port()?;
         let base = format!("http://127.0.0.1:{port}");
@@ -62,7 +67,7 @@ impl Setup {
         std::fs::write(
             &config,
             format!(
-                "[auth.oidc]\nissuer_url = \"{}\"\nclient_id = \"{}\"\nclient_secret_file = \"{}\"\n\
+                "{top}\n[auth.oidc]\nissuer_url = \"{}\"\nclient_id = \"{}\"\nclient_secret_file = \"{}\"\n\
                  redirect_url = \"{base}{CALLBACK}\"\n{extra}\n{ENVIRONMENTS}",
                 issuer.unwrap_or(&provider.issuer),
                 client.id,
@@ -445,4 +450,44 @@ async fn rotated_provider_keys_are_fetched_again() -> anyhow::Result<()> {
         "the second sign-in needed the new key"
     );
     Ok(())
+}
+
+/// A person in a browser: the sign-in page's button, the provider, back on the page they
+/// started from as themselves, then "Sign out", which ends the provider's session too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_signs_in_and_out_through_the_provider_in_the_browser() -> anyhow::Result<()> {
+    use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver};
+    let dist = frontend_dist()?;
+    let setup =
+        Setup::start_with(None, "", &format!("static_dir = \"{}\"", dist.display())).await?;
+    setup
+        .provider
+        .script(&setup.client, Persona::new("bob", &["sre"]));
+    let driver = ChromeDriver::start().await?;
+    let bob = Browser::open(&driver, "bob", false).await?;
+    let result = async {
+        bob.goto(&setup.url("/env/dev")).await?;
+        bob.wait_for("[data-testid=oidc-sign-in]").await?;
+        bob.click("[data-testid=oidc-sign-in]").await?;
+        // Through the provider's login and consent (scripted) and back to /env/dev as bob.
+        bob.wait_for("[data-testid=sign-out]").await?;
+        let here = bob.js("return location.pathname").await?;
+        assert_eq!(here, json!("/env/dev"), "back where the sign-in started");
+        let name = bob
+            .js("return document.querySelector('[data-testid=sign-out]').title")
+            .await?;
+        assert_eq!(name, json!("Sign out bob"));
+        bob.screenshot("oidc-signed-in").await?;
+
+        bob.click("[data-testid=sign-out]").await?;
+        bob.wait_for("[data-testid=oidc-sign-in]").await?;
+        wait_until("the provider's logout", Duration::from_secs(20), || async {
+            Ok((setup.provider.logouts(&setup.client) == 1).then_some(()))
+        })
+        .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    bob.close().await?;
+    result.with_context(|| format!("server log:\n{}", setup.server.log_text()))
 }
