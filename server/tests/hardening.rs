@@ -447,3 +447,34 @@ tier = "flight"
         assert_eq!(r.body["items"], json!([]), "{backend}: {:?}", r.body);
     }
 }
+
+#[tokio::test]
+async fn the_terminal_route_without_an_upgrade_answers_with_the_error_body() {
+    let s = common::server("sqlite", None).await;
+    let alice = s.login("alice").await;
+    let id = s.create(&alice, "dev").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = s
+        .send(
+            &alice,
+            axum::http::Method::GET,
+            &format!("/api/breakglass/sessions/{id}/terminal"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    assert_eq!(
+        (r.code(), r.body["field"].as_str()),
+        ("invalid_input", Some("upgrade")),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(
+        r.headers.get("content-type").unwrap(),
+        "application/json",
+        "{:?}",
+        r.headers
+    );
+}

@@ -1,5 +1,6 @@
 //! `GET /sessions/{id}/terminal`: the WebSocket to the session's debug container.
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -17,8 +18,15 @@ pub async fn terminal(
     user: CurrentUser,
     headers: HeaderMap,
     SessionId(id): SessionId,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
+    // Without the upgrade headers axum answers in plain text; this API answers in its body.
+    let ws = ws.map_err(|e| {
+        ApiError::invalid(
+            "upgrade",
+            format!("upgrade: this route is a WebSocket (GET with `Upgrade: websocket`): {e}"),
+        )
+    })?;
     // Browsers send cookies with cross-site WebSocket upgrades: the Origin check is the guard.
     check_origin(&state, &headers)?;
     let ctx = state.0.clone();
