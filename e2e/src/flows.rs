@@ -49,3 +49,26 @@ pub async fn type_in_terminal(b: &Browser, keys: &str, line: &str) -> anyhow::Re
     })
     .await
 }
+
+/// Ends the session from the requester's panel and waits until it shows `Ended`.
+pub async fn end_session(b: &Browser) -> anyhow::Result<()> {
+    b.click("[data-testid=session-panel] [data-action=end]")
+        .await?;
+    b.wait_for_within(
+        "[data-testid=session-panel][data-state=Ended]",
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Searches the recording player for `needle` and waits until it says where it found it.
+pub async fn find_in_player(b: &Browser, needle: &str) -> anyhow::Result<()> {
+    b.fill("#player-search", needle).await?;
+    b.client
+        .find(fantoccini::Locator::Css("#player-search"))
+        .await?
+        .send_keys("\n")
+        .await?;
+    b.wait_text("[role=status]", "found at").await.map(|_| ())
+}

@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer};
-use breakglass_e2e::flows::{panel_state, request_access, type_in_terminal};
+use breakglass_e2e::flows::{
+    end_session, find_in_player, panel_state, request_access, type_in_terminal,
+};
 use breakglass_e2e::server::{config_toml, install_guardrails};
 use breakglass_e2e::{wait_for_pod_running, ControlPlane, Identity};
-use fantoccini::Locator;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::Api;
@@ -306,15 +307,7 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
         .context("the terminal connects")?;
     type_in_terminal(alice, "echo hello\n", "hello").await?;
     alice.screenshot("20-terminal").await?;
-    alice
-        .click("[data-testid=session-panel] [data-action=end]")
-        .await?;
-    alice
-        .wait_for_within(
-            "[data-testid=session-panel][data-state=Ended]",
-            Duration::from_secs(60),
-        )
-        .await?;
+    end_session(alice).await?;
     // The terminal goes away with the session.
     alice.wait_gone(".term-box").await?;
     alice.screenshot("21-ended").await?;
@@ -322,14 +315,7 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
         .click("[data-testid=session-panel] .panel-actions a[href$='/recording']")
         .await?;
     alice.wait_for("[data-testid=player] .player-bar").await?;
-    alice.fill("#player-search", "hello").await?;
-    alice
-        .client
-        .find(Locator::Css("#player-search"))
-        .await?
-        .send_keys("\n")
-        .await?;
-    alice.wait_text("[role=status]", "found at").await?;
+    find_in_player(alice, "hello").await?;
     alice
         .wait_text("[data-testid=integrity]", "Verified")
         .await?;

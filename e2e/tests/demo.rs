@@ -18,7 +18,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use breakglass_e2e::browser::{artifacts_dir, Browser, ChromeDriver};
-use breakglass_e2e::flows::{panel_state, request_access, type_in_terminal};
+use breakglass_e2e::flows::{
+    end_session, find_in_player, panel_state, request_access, type_in_terminal,
+};
 use breakglass_e2e::server::ApiClient;
 use breakglass_e2e::wait_until;
 use breakglass_shared::recording::Code;
@@ -543,15 +545,7 @@ async fn try_this_in_the_browser(url: &str) -> anyhow::Result<()> {
     alice.wait_text(".terminal-status", "Connected").await?;
     type_in_terminal(&alice, "echo checked-$((6*7))\n", "checked-42").await?;
     shot(&alice, "demo-5-terminal").await?;
-    alice
-        .click("[data-testid=session-panel] [data-action=end]")
-        .await?;
-    alice
-        .wait_for_within(
-            "[data-testid=session-panel][data-state=Ended]",
-            Duration::from_secs(60),
-        )
-        .await?;
+    end_session(&alice).await?;
     let recording = alice
         .wait_present("[data-testid=session-panel] .panel-actions a[href$='/recording']")
         .await?
@@ -568,13 +562,7 @@ async fn try_this_in_the_browser(url: &str) -> anyhow::Result<()> {
     bob.wait_for("[data-testid=player] .player-bar").await?;
     bob.wait_text("[data-testid=integrity]", "Verified").await?;
     // Search shows the player at the moment the output appeared.
-    bob.fill("#player-search", "checked-42").await?;
-    bob.client
-        .find(fantoccini::Locator::Css("#player-search"))
-        .await?
-        .send_keys("\n")
-        .await?;
-    bob.wait_text("[role=status]", "found at").await?;
+    find_in_player(&bob, "checked-42").await?;
     shot(&bob, "demo-6-recording").await?;
     for b in [alice, bob] {
         b.close().await?;
