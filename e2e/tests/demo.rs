@@ -50,7 +50,11 @@ struct Demo {
 impl Demo {
     fn start() -> Demo {
         let data = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new("bash");
+        // A person's shell delivers Ctrl-C; a test started in the background (CI, `cmd &`)
+        // may have inherited SIGINT ignored, and bash cannot trap a signal ignored at its
+        // start: reset both to the default so dev.sh's own trap is what is tested.
+        let mut cmd = Command::new("env");
+        cmd.arg("--default-signal=INT,QUIT").arg("bash");
         // What cargo sets for this test binary a person's shell does not have; build scripts
         // (ring's) watch some of it, so dev.sh's cargo would rebuild them.
         for (key, _) in std::env::vars_os() {
@@ -155,8 +159,9 @@ impl Drop for Demo {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        // `--` so the negative number is the process group, not a signal name.
         let _ = Command::new("kill")
-            .arg("-KILL")
+            .args(["-s", "KILL", "--"])
             .arg(format!("-{}", self.pid()))
             .status();
         let _ = self.child.wait();
