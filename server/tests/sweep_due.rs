@@ -115,7 +115,7 @@ async fn approving_a_request_past_its_deadline_is_refused_without_the_sweep() {
     let row = s.ctx.store.get(id).await.unwrap().unwrap();
     assert_eq!(row.state, SessionState::Expired);
     assert!(row.approver.is_none() && row.glass_broken_by.is_none());
-    // Nothing of it runs: the detail says so too.
+    // The session page says so too.
     let r = s
         .send(
             &alice,

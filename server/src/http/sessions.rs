@@ -236,6 +236,7 @@ async fn transition(
     let a = actor(user, perms);
     let decides = matches!(action, Action::Approve | Action::Deny | Action::BreakGlass);
     let expiry = state.config.approval_expiry;
+    let past_deadline = std::sync::atomic::AtomicBool::new(false);
     let applied = state
         .lifecycle
         .apply(id, |s| {
@@ -244,6 +245,7 @@ async fn transition(
                 && s.state == SessionState::PendingApproval
                 && s.created_at + expiry <= OffsetDateTime::now_utc()
             {
+                past_deadline.store(true, std::sync::atomic::Ordering::Relaxed);
                 return Err(expired(expiry));
             }
             Ok::<_, ApiError>(make(a.clone()))
@@ -251,7 +253,7 @@ async fn transition(
         .await;
     match applied {
         Ok(next) => Ok(Json(next)),
-        Err(e) if e.body.state == Some(SessionState::Expired) => {
+        Err(e) if past_deadline.load(std::sync::atomic::Ordering::Relaxed) => {
             // Do now what the sweep would: the row says what the refusal said.
             if let Err(err) = state.lifecycle.apply_event(id, SessionEvent::Expire).await {
                 tracing::debug!(%id, error = %err, "expired request not marked (moved on meanwhile)");
