@@ -203,11 +203,19 @@ async fn post_json<B: Serialize, T: DeserializeOwned>(
     path: &str,
     body: Option<&B>,
 ) -> Result<T, ApiError> {
-    let req = match body {
+    let build = || match body {
         Some(b) => post(path).json(b),
         None => post(path).build(),
     };
-    let res = send(what, req).await?;
+    let res = match send(what, build()).await {
+        // The CSRF token rotates (behind an auth proxy, every hour): fetch the current one
+        // and send once more, so a page left open does not fail its next click.
+        Err(e) if e.code == Some(ErrorCode::CsrfFailed) => {
+            whoami().await?;
+            send(what, build()).await?
+        }
+        other => other?,
+    };
     decode(what, res).await
 }
 

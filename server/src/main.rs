@@ -32,6 +32,9 @@ enum Command {
     /// Check an environment's cluster against its guardrails; exit 1 when anything is
     /// missing or drifted (each printed with its fix).
     Doctor(breakglass_server::cli::doctor::DoctorArgs),
+    /// Who is signed in: list live logins, or end them at once (a user's, or one by id).
+    #[command(subcommand)]
+    Logins(breakglass_server::cli::logins::LoginsCommand),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Policies(cmd)) => return breakglass_server::cli::policies::main(cmd),
         Some(Command::Doctor(a)) => return breakglass_server::cli::doctor::main(a),
+        Some(Command::Logins(cmd)) => return breakglass_server::cli::logins::main(cmd),
         None => (cli.serve, false),
     };
     let config = match Config::load(&args) {

@@ -188,7 +188,21 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
     report.driven = drive_stuck(ctx).await?;
     report.anchored = anchor_ended(ctx, now).await?;
     report.orphans_removed = reconcile(ctx).await?;
+    prune_logins(ctx, now).await;
     Ok(report)
+}
+
+/// How long an expired login's record is kept (it is refused from its expiry on; the record
+/// only answers "who was signed in" for a while).
+const LOGIN_KEEP: time::Duration = time::Duration::days(7);
+
+/// Deletes login records long expired; a failure is logged, never the pass's end.
+async fn prune_logins(ctx: &Arc<Context>, now: OffsetDateTime) {
+    match ctx.store.prune_logins(now - LOGIN_KEEP).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(pruned = n, "sweep removed expired login records"),
+        Err(e) => tracing::warn!(error = %e, "sweep could not prune expired logins"),
+    }
 }
 
 /// How long a pass waits for the drives it started; one still running then goes on by itself

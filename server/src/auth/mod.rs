@@ -1,9 +1,12 @@
-//! Who is calling: the signed session cookie (set by the dev login or the OIDC login, see
-//! [`oidc`]), or a trusted auth proxy's headers.
+//! Who is calling: the signed session cookie naming a login record (made by the dev login or
+//! the OIDC login, see [`oidc`]), or a trusted auth proxy's headers. The record, not the
+//! cookie, says who it is and whether it still holds, so logout and an administrator end every
+//! copy of a cookie at once; names are normalised here once (`shared::names`).
 //!
 //! CSRF: every state-changing request must carry `x-csrf-token`, a MAC of the user and their
-//! login nonce under the server key, which only same-origin script can read (from `whoami`);
-//! cookies are also `SameSite=Strict`, and a present `Origin` must be our own.
+//! login nonce (behind the proxy: the hour) under the server key, which only same-origin
+//! script can read (from `whoami`); cookies are also `SameSite=Strict`, and a present `Origin`
+//! must be our own.
 
 use std::net::SocketAddr;
 
@@ -13,8 +16,10 @@ use axum::http::{header, HeaderMap, Method};
 use axum_extra::extract::cookie::{Cookie, SameSite, SignedCookieJar};
 use breakglass_shared::access::{Action, Refusal};
 use breakglass_shared::api::CSRF_HEADER;
+use breakglass_shared::names::{self, NameError};
 use breakglass_shared::{ErrorCode, PermissionSet, Session};
 use hmac::{Hmac, Mac};
+use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use uuid::Uuid;
@@ -22,6 +27,7 @@ use uuid::Uuid;
 use crate::config::Environment;
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::store::{Login, LoginSource};
 
 pub mod oidc;
 
@@ -43,35 +49,20 @@ pub enum Source {
     Oidc,
 }
 
-/// Which login issued a session cookie.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CookieLogin {
-    /// The dev login (cookies from before the OIDC login carry no `login` and are these).
-    #[default]
-    Dev,
-    /// The OIDC login.
-    Oidc,
-}
-
-/// What the session cookie holds (signed, so the client cannot change it).
+/// What the session cookie holds (signed, so the client cannot change it): only the login's
+/// id. Who the login is, its groups and whether it still holds are the login record's
+/// ([`crate::store::Login`]), read on every request, so ending it ends every copy of the
+/// cookie at once.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CookieClaims {
-    /// User name.
-    pub user: String,
-    /// Groups.
-    pub groups: Vec<String>,
-    /// Random per login, so each login gets its own CSRF token.
-    pub nonce: String,
-    /// Unix seconds after which the cookie is refused.
-    pub exp: i64,
-    /// The login that issued it; each is honoured only while that login is configured.
-    #[serde(default)]
-    pub login: CookieLogin,
-    /// The OIDC ID token, the hint of an RP-initiated logout.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id_token: Option<String>,
+    /// The login record.
+    pub login: Uuid,
 }
+
+/// How long a proxy user's CSRF token holds: it is a MAC of the user and the current hour
+/// (the previous hour's is still accepted), so a token that leaks stops working within two
+/// hours; the page fetches the new one when the old one is refused.
+const PROXY_CSRF_SECONDS: i64 = 3600;
 
 /// The signed-in caller. As an extractor it answers 401 when nobody is signed in, and checks
 /// CSRF on every state-changing method.
@@ -83,10 +74,12 @@ pub struct CurrentUser {
     pub groups: Vec<String>,
     /// The CSRF token this caller must send.
     pub csrf_token: String,
-    /// The login's nonce the token is a MAC of (empty behind the proxy).
+    /// The login's nonce the token is a MAC of (behind the proxy: the current hour).
     pub nonce: String,
     /// How they were identified.
     pub source: Source,
+    /// The login record, for cookie logins (none behind the proxy).
+    pub login: Option<Uuid>,
 }
 
 impl CurrentUser {
@@ -169,13 +162,29 @@ fn csrf_mac(state: &AppState, user: &str, nonce: &str) -> Hmac<Sha256> {
     mac
 }
 
-/// Whether `sent` is the CSRF token of `user`'s login (compared in constant time by `hmac`).
+/// Whether `sent` is the CSRF token of `user`'s login (compared in constant time by `hmac`);
+/// behind the proxy, the previous hour's token counts too.
 fn csrf_matches(state: &AppState, user: &CurrentUser, sent: &str) -> bool {
-    hex::decode(sent).is_ok_and(|bytes| {
-        csrf_mac(state, &user.name, &user.nonce)
+    let Ok(bytes) = hex::decode(sent) else {
+        return false;
+    };
+    let matches = |nonce: &str| {
+        csrf_mac(state, &user.name, nonce)
             .verify_slice(&bytes)
             .is_ok()
-    })
+    };
+    match user.source {
+        Source::Proxy => {
+            let now = time::OffsetDateTime::now_utc().unix_timestamp();
+            matches(&proxy_nonce(now)) || matches(&proxy_nonce(now - PROXY_CSRF_SECONDS))
+        }
+        _ => matches(&user.nonce),
+    }
+}
+
+/// The nonce of a proxy user's CSRF token at unix time `at`: its hour.
+pub fn proxy_nonce(at: i64) -> String {
+    format!("proxy:{}", at.div_euclid(PROXY_CSRF_SECONDS))
 }
 
 fn peer_is_trusted(state: &AppState, parts: &Parts) -> bool {
@@ -189,16 +198,28 @@ fn peer_is_trusted(state: &AppState, parts: &Parts) -> bool {
         .any(|net| net.contains(&addr.ip()))
 }
 
-/// Identifies the caller without checking CSRF.
-pub fn identify(state: &AppState, parts: &Parts) -> Option<CurrentUser> {
+/// A signed-in name the server will not use (reserved, empty, invisible characters): 403 with
+/// the reason, so the person (or the proxy's operator) knows why.
+fn refused_name(e: &NameError) -> ApiError {
+    ApiError::new(
+        ErrorCode::Forbidden,
+        format!("{e}; break-glass cannot let this identity in, ask your platform team to sign in under another name"),
+    )
+}
+
+/// Identifies the caller without checking CSRF: a trusted proxy's headers, else the session
+/// cookie's login record, live and of a login still configured. `Ok(None)` when nobody is
+/// signed in; an error for a name the server refuses or a database that does not answer.
+pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentUser>, ApiError> {
     if peer_is_trusted(state, parts) {
-        if let Some(user) = parts
+        if let Some(raw) = parts
             .headers
             .get(PROXY_USER)
             .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
+            .filter(|u| !u.trim().is_empty())
         {
+            let name =
+                names::normalise(raw, state.config.fold_names).map_err(|e| refused_name(&e))?;
             // oauth2-proxy sends one header line per group; others one comma-separated line.
             let groups = parts
                 .headers
@@ -210,35 +231,101 @@ pub fn identify(state: &AppState, parts: &Parts) -> Option<CurrentUser> {
                 .filter(|s| !s.is_empty())
                 .map(String::from)
                 .collect();
-            return Some(CurrentUser {
-                name: user.to_string(),
+            let nonce = proxy_nonce(time::OffsetDateTime::now_utc().unix_timestamp());
+            return Ok(Some(CurrentUser {
+                csrf_token: csrf_token(state, &name, &nonce),
+                name,
                 groups,
-                csrf_token: csrf_token(state, user, ""),
-                nonce: String::new(),
+                nonce,
                 source: Source::Proxy,
-            });
+                login: None,
+            }));
         }
     }
     let jar = SignedCookieJar::from_headers(&parts.headers, state.key.clone());
-    let claims: CookieClaims = serde_json::from_str(jar.get(SESSION_COOKIE)?.value()).ok()?;
-    if claims.exp < time::OffsetDateTime::now_utc().unix_timestamp() {
-        return None;
-    }
-    let source = match claims.login {
-        // A demo user is only honoured while the dev login is on and still lists them.
-        CookieLogin::Dev => {
-            let listed = state.config.dev_users.iter().any(|u| u.name == claims.user);
-            (state.config.dev_login && listed).then_some(Source::DevCookie)?
-        }
-        CookieLogin::Oidc => state.config.oidc.is_some().then_some(Source::Oidc)?,
+    let Some(claims) = jar
+        .get(SESSION_COOKIE)
+        .and_then(|c| serde_json::from_str::<CookieClaims>(c.value()).ok())
+    else {
+        return Ok(None);
     };
-    Some(CurrentUser {
-        csrf_token: csrf_token(state, &claims.user, &claims.nonce),
-        nonce: claims.nonce,
-        name: claims.user,
-        groups: claims.groups,
+    let Some(login) = state.store.get_login(claims.login).await? else {
+        return Ok(None);
+    };
+    if !login.is_live(time::OffsetDateTime::now_utc()) {
+        return Ok(None);
+    }
+    let (source, groups) = match login.source {
+        // A demo user is only honoured while the dev login is on and still lists them, with
+        // the groups the configuration gives them now.
+        LoginSource::Dev => {
+            let Some(user) = state
+                .config
+                .dev_users
+                .iter()
+                .find(|u| u.name == login.user)
+                .filter(|_| state.config.dev_login)
+            else {
+                return Ok(None);
+            };
+            (Source::DevCookie, user.groups.clone())
+        }
+        LoginSource::Oidc if state.config.oidc.is_some() => (Source::Oidc, login.groups),
+        LoginSource::Oidc => return Ok(None),
+    };
+    Ok(Some(CurrentUser {
+        csrf_token: csrf_token(state, &login.user, &login.nonce),
+        nonce: login.nonce,
+        name: login.user,
+        groups,
         source,
-    })
+        login: Some(login.id),
+    }))
+}
+
+/// Starts a login of `user` made through `source` (its groups are `groups`), lasting
+/// `lifetime`: the record, and the cookie that names it.
+pub async fn begin_login(
+    state: &AppState,
+    user: &str,
+    source: LoginSource,
+    groups: Vec<String>,
+    lifetime: time::Duration,
+    id_token: Option<String>,
+) -> Result<(Login, Cookie<'static>), ApiError> {
+    let mut nonce = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut nonce);
+    let now = time::OffsetDateTime::now_utc();
+    let login = Login {
+        id: Uuid::new_v4(),
+        user: user.to_string(),
+        source,
+        groups,
+        nonce: hex::encode(nonce),
+        created_at: now,
+        expires_at: now + lifetime,
+        revoked_at: None,
+        revoked_by: None,
+        id_token,
+    };
+    state.store.insert_login(&login).await?;
+    let cookie = session_cookie(state, &CookieClaims { login: login.id });
+    Ok((login, cookie))
+}
+
+/// The caller as [`identify`] sees a just-made `login` (for the answer of a sign-in).
+pub fn current_of(state: &AppState, login: &Login, groups: Vec<String>) -> CurrentUser {
+    CurrentUser {
+        name: login.user.clone(),
+        groups,
+        csrf_token: csrf_token(state, &login.user, &login.nonce),
+        nonce: login.nonce.clone(),
+        source: match login.source {
+            LoginSource::Dev => Source::DevCookie,
+            LoginSource::Oidc => Source::Oidc,
+        },
+        login: Some(login.id),
+    }
 }
 
 /// Refuses a request whose `Origin` is present and not ours.
@@ -278,7 +365,9 @@ impl FromRequestParts<AppState> for CurrentUser {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let user = identify(state, parts).ok_or_else(ApiError::unauthenticated)?;
+        let user = identify(state, parts)
+            .await?
+            .ok_or_else(ApiError::unauthenticated)?;
         if is_state_changing(&parts.method) {
             check_origin(state, &parts.headers)?;
             let sent = parts
@@ -304,7 +393,7 @@ impl FromRequestParts<AppState> for MaybeUser {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        Ok(MaybeUser(identify(state, parts)))
+        Ok(MaybeUser(identify(state, parts).await.ok().flatten()))
     }
 }
 

@@ -1,5 +1,6 @@
 //! Command-line tools of `breakglass-server` besides serving.
 
 pub mod doctor;
+pub mod logins;
 pub mod policies;
 pub mod recordings;

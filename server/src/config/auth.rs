@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use breakglass_shared::names;
 use ipnet::IpNet;
 use serde::Deserialize;
 use url::Url;
@@ -122,16 +123,27 @@ pub(super) struct DevLogin {
 
 impl DevLoginConfig {
     /// On when enabled here or by `--dev` (`dev`); the demo users when on without users.
-    pub(super) fn resolve(self, dev: bool) -> Result<DevLogin, ConfigError> {
+    /// Names are normalised as every signed-in name is (`fold_case`).
+    pub(super) fn resolve(self, dev: bool, fold_case: bool) -> Result<DevLogin, ConfigError> {
         let enabled = dev || self.enabled;
         let mut users = self.users;
-        for (i, u) in users.iter().enumerate() {
+        for (i, u) in users.iter_mut().enumerate() {
+            let key = || format!("dev_login.users[{i}].name");
             if u.name.trim().is_empty() || u.name.len() > 64 {
-                return Err(ConfigError::new(
-                    format!("dev_login.users[{i}].name"),
-                    "must be 1 to 64 characters",
-                ));
+                return Err(ConfigError::new(key(), "must be 1 to 64 characters"));
             }
+            u.name = names::normalise(&u.name, fold_case)
+                .map_err(|e| ConfigError::new(key(), e.to_string()))?;
+        }
+        if let Some((i, _)) = users
+            .iter()
+            .enumerate()
+            .find(|(i, u)| users[..*i].iter().any(|v| v.name == u.name))
+        {
+            return Err(ConfigError::new(
+                format!("dev_login.users[{i}].name"),
+                "names a demo user listed before it (names compare without regard to case)",
+            ));
         }
         if enabled && users.is_empty() {
             users = demo_users();
@@ -149,6 +161,11 @@ pub const OIDC_CALLBACK_PATH: &str = "/api/breakglass/auth/oidc/callback";
 pub struct AuthSectionConfig {
     /// `[auth.oidc]`: OpenID Connect login; off when absent.
     pub oidc: Option<OidcFileConfig>,
+    /// Whether user names compare without regard to case (default true): every name that
+    /// comes in (proxy header, ID token claim, dev login) and every user the configuration
+    /// grants something is lower-cased once, so `Zoe` and `zoe` are one person. Turn it off
+    /// only where the identity provider itself tells such names apart.
+    pub case_insensitive_names: Option<bool>,
 }
 
 /// `[auth.oidc]` as written in the file.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use breakglass_shared::validate;
+use breakglass_shared::{names, validate};
 use breakglass_shared::{Permission, PermissionSet, Tier};
 use serde::Deserialize;
 
@@ -202,7 +202,8 @@ pub(super) struct Environments {
 impl EnvironmentsFile {
     /// Checks the image pin, the namespace and every environment (the demo ones under `--dev`
     /// (`dev`) when none is configured), then that each minted-token home is another one.
-    pub fn resolve(self, dev: bool) -> Result<Environments, ConfigError> {
+    /// Granted user names are normalised as signed-in names are (`fold_names`).
+    pub fn resolve(self, dev: bool, fold_names: bool) -> Result<Environments, ConfigError> {
         let debug_image = self
             .debug_image
             .unwrap_or_else(|| DEFAULT_DEBUG_IMAGE.to_string());
@@ -227,6 +228,7 @@ impl EnvironmentsFile {
                 &format!("environments[{i}]"),
                 &server_namespace,
                 &environments,
+                fold_names,
             )?;
             environments.push(env);
         }
@@ -260,6 +262,7 @@ impl EnvironmentConfig {
         key: &str,
         server_namespace: &str,
         earlier: &[Environment],
+        fold_names: bool,
     ) -> Result<Environment, ConfigError> {
         validate::dns_label("name", &self.name)
             .map_err(|err| ConfigError::new(format!("{key}.name"), err.message))?;
@@ -270,13 +273,21 @@ impl EnvironmentConfig {
             ));
         }
         let mut permissions = BTreeMap::new();
-        for (name, holders) in self.permissions {
+        for (name, mut holders) in self.permissions {
             let p = Permission::from_name(&name).ok_or_else(|| {
                 ConfigError::new(
                     format!("{key}.permissions.{name}"),
                     "unknown permission; use tower.breakglass.request, .approve, .terminate or .self",
                 )
             })?;
+            for (j, u) in holders.users.iter_mut().enumerate() {
+                *u = names::normalise(u, fold_names).map_err(|e| {
+                    ConfigError::new(
+                        format!("{key}.permissions.{name}.users[{j}]"),
+                        e.to_string(),
+                    )
+                })?;
+            }
             permissions.insert(p, holders);
         }
         let mut protected: Vec<String> = PROTECTED_NAMESPACES

@@ -175,6 +175,9 @@ pub struct Config {
     pub trusted_proxies: Vec<IpNet>,
     /// OIDC login, when `[auth.oidc]` is configured.
     pub oidc: Option<OidcSettings>,
+    /// `auth.case_insensitive_names`: signed-in names are lower-cased (as the configuration's
+    /// were when it was read).
+    pub fold_names: bool,
     /// Environments in configuration order.
     pub environments: Vec<Environment>,
     /// The pinned debug image.
@@ -241,13 +244,14 @@ impl Config {
             activation_timeout_seconds,
         }
         .resolve()?;
-        let dev = dev_login.resolve(args.dev)?;
+        let fold_names = auth_section.case_insensitive_names.unwrap_or(true);
+        let dev = dev_login.resolve(args.dev, fold_names)?;
         let envs = environments::EnvironmentsFile {
             debug_image,
             server_namespace,
             environments,
         }
-        .resolve(args.dev)?;
+        .resolve(args.dev, fold_names)?;
         let recording = recording.resolve(&server.data_dir)?;
         let oidc = auth_section
             .oidc
@@ -269,6 +273,7 @@ impl Config {
             dev_users: dev.users,
             trusted_proxies: auth.trusted_proxies,
             oidc,
+            fold_names,
             environments: envs.environments,
             debug_image: envs.debug_image,
             server_namespace: envs.server_namespace,

@@ -7,15 +7,13 @@ use axum::response::IntoResponse;
 use axum_extra::extract::cookie::SignedCookieJar;
 use breakglass_shared::api::{DevLoginRequest, WhoAmI};
 use breakglass_shared::{ErrorBody, ErrorCode};
-use rand::RngCore;
 
 use super::extract::ApiJson;
 use super::whoami_for;
-use crate::auth::{
-    check_origin, csrf_token, session_cookie, CookieClaims, CookieLogin, CurrentUser, Source,
-};
+use crate::auth::{begin_login, check_origin, current_of};
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::store::LoginSource;
 
 /// Seconds a dev login lasts.
 const DEV_LOGIN_SECONDS: i64 = 12 * 3600;
@@ -45,7 +43,10 @@ pub async fn login(
         .config
         .dev_users
         .iter()
-        .find(|u| u.name == req.user)
+        .find(|u| {
+            breakglass_shared::names::normalise(&req.user, state.config.fold_names)
+                .is_ok_and(|n| n == u.name)
+        })
         .ok_or_else(|| {
             let names: Vec<&str> = state
                 .config
@@ -58,23 +59,16 @@ pub async fn login(
                 format!("not a demo user; pick one of {}", names.join(", ")),
             )
         })?;
-    let mut nonce = [0u8; 16];
-    rand::thread_rng().fill_bytes(&mut nonce);
-    let claims = CookieClaims {
-        user: user.name.clone(),
-        groups: user.groups.clone(),
-        nonce: hex::encode(nonce),
-        exp: time::OffsetDateTime::now_utc().unix_timestamp() + DEV_LOGIN_SECONDS,
-        login: CookieLogin::Dev,
-        id_token: None,
-    };
-    let current = CurrentUser {
-        name: claims.user.clone(),
-        groups: claims.groups.clone(),
-        csrf_token: csrf_token(&state, &claims.user, &claims.nonce),
-        nonce: claims.nonce.clone(),
-        source: Source::DevCookie,
-    };
-    let jar = jar.add(session_cookie(&state, &claims));
+    let (login, cookie) = begin_login(
+        &state,
+        &user.name,
+        LoginSource::Dev,
+        Vec::new(),
+        time::Duration::seconds(DEV_LOGIN_SECONDS),
+        None,
+    )
+    .await?;
+    let current = current_of(&state, &login, user.groups.clone());
+    let jar = jar.add(cookie);
     Ok((jar, axum::Json(whoami_for(&state, Some(&current)).await)))
 }

@@ -12,14 +12,16 @@ use axum::{Extension, Json};
 use axum_extra::extract::cookie::{Cookie, SameSite, SignedCookieJar};
 use breakglass_shared::api::{LogoutResponse, OIDC_LOGIN_PATH};
 use breakglass_shared::ErrorBody;
-use rand::RngCore;
 use serde::Deserialize;
 
 use super::extract::ApiQuery;
 use crate::auth::oidc::{safe_return_path, OidcError, PendingLogin, Provider, LOGIN_SECONDS};
-use crate::auth::{session_cookie, CookieClaims, CookieLogin, CurrentUser, Source, SESSION_COOKIE};
+use crate::auth::{begin_login, CurrentUser, Source, SESSION_COOKIE};
 use crate::config::Config;
+use crate::error::ApiError;
 use crate::state::AppState;
+use crate::store::{LoginSelector, LoginSource};
+use breakglass_shared::names;
 
 /// The cookie holding a started sign-in until the provider sends the browser back.
 pub const PENDING_COOKIE: &str = "breakglass_oidc_login";
@@ -118,10 +120,7 @@ pub async fn oidc_callback(
     // A sign-in is completed (or fails) once: the same callback again finds nothing pending.
     let jar = jar.remove(Cookie::build(PENDING_COOKIE).path(PENDING_PATH));
     match complete(&state, provider, pending, q).await {
-        Ok((claims, return_to)) => {
-            let jar = jar.add(session_cookie(&state, &claims));
-            (jar, Redirect::to(&return_to)).into_response()
-        }
+        Ok((cookie, return_to)) => (jar.add(cookie), Redirect::to(&return_to)).into_response(),
         Err(page) => (jar, page).into_response(),
     }
 }
@@ -131,7 +130,7 @@ async fn complete(
     provider: Option<Arc<Provider>>,
     pending: Option<PendingLogin>,
     q: CallbackQuery,
-) -> Result<(CookieClaims, String), SignInPage> {
+) -> Result<(Cookie<'static>, String), SignInPage> {
     let provider = provider.ok_or(SignInPage::NotConfigured)?;
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let pending = pending
@@ -151,30 +150,39 @@ async fn complete(
         .code
         .ok_or_else(|| OidcError::Refused("the callback carries no code".into()))?;
     let who = provider.finish(&pending, code).await?;
+    let user = names::normalise(&who.user, state.config.fold_names).map_err(|e| {
+        SignInPage::RefusedName {
+            user: who.user.clone(),
+            reason: e.to_string(),
+        }
+    })?;
     let lifetime = provider.settings().session_lifetime;
     let granted = state
         .config
         .environments
         .iter()
-        .any(|e| e.permissions_of(&who.user, &who.groups).any());
+        .any(|e| e.permissions_of(&user, &who.groups).any());
     if !granted {
         return Err(SignInPage::NoPermission {
-            user: who.user,
+            user,
             groups: who.groups,
         });
     }
-    tracing::info!(user = %who.user, groups = ?who.groups, "signed in through OIDC");
-    let mut nonce = [0u8; 16];
-    rand::thread_rng().fill_bytes(&mut nonce);
-    let claims = CookieClaims {
-        user: who.user,
-        groups: who.groups,
-        nonce: hex::encode(nonce),
-        exp: now + lifetime.whole_seconds(),
-        login: CookieLogin::Oidc,
-        id_token: Some(who.id_token),
-    };
-    Ok((claims, pending.return_to))
+    tracing::info!(%user, groups = ?who.groups, "signed in through OIDC");
+    let (_, cookie) = begin_login(
+        state,
+        &user,
+        LoginSource::Oidc,
+        who.groups,
+        lifetime,
+        Some(who.id_token),
+    )
+    .await
+    .map_err(|e| {
+        tracing::error!(error = ?e.source, "cannot store the login");
+        SignInPage::Unavailable
+    })?;
+    Ok((cookie, pending.return_to))
 }
 
 /// `POST /auth/logout`: forget the session cookie; after an OIDC login, also name the
@@ -186,26 +194,36 @@ async fn complete(
         (status = 403, description = "CSRF check failed", body = ErrorBody),
     ))]
 pub async fn logout(
+    State(state): State<AppState>,
     user: CurrentUser,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
     jar: SignedCookieJar,
-) -> (SignedCookieJar, Json<LogoutResponse>) {
+) -> Result<(SignedCookieJar, Json<LogoutResponse>), ApiError> {
+    // The record goes first: once it is ended, every copy of the cookie is worthless, so a
+    // logout that could not end it must say so rather than only forget this browser's copy.
+    let mut id_token = None;
+    if let Some(id) = user.login {
+        id_token = state.store.get_login(id).await?.and_then(|l| l.id_token);
+        state
+            .store
+            .revoke_logins(
+                &LoginSelector::Id(id),
+                &user.name,
+                time::OffsetDateTime::now_utc(),
+            )
+            .await?;
+    }
     let end_session_url = match (user.source, provider) {
-        (Source::Oidc, Some(p)) => {
-            let id_token = jar
-                .get(SESSION_COOKIE)
-                .and_then(|c| serde_json::from_str::<CookieClaims>(c.value()).ok())
-                .and_then(|c| c.id_token);
-            p.end_session_url(id_token.as_deref())
-                .await
-                .map(String::from)
-        }
+        (Source::Oidc, Some(p)) => p
+            .end_session_url(id_token.as_deref())
+            .await
+            .map(String::from),
         _ => None,
     };
-    (
+    Ok((
         jar.remove(Cookie::build(SESSION_COOKIE).path("/")),
         Json(LogoutResponse { end_session_url }),
-    )
+    ))
 }
 
 /// A sign-in that did not complete, as the page the person sees: what happened and what to
@@ -223,6 +241,16 @@ pub enum SignInPage {
     },
     /// This server has no `[auth.oidc]`.
     NotConfigured,
+    /// The provider names the person with a name the server will not use (e.g. one the
+    /// server keeps for itself).
+    RefusedName {
+        /// The name as the provider sent it.
+        user: String,
+        /// Why.
+        reason: String,
+    },
+    /// The login could not be stored (the database did not answer).
+    Unavailable,
 }
 
 impl From<OidcError> for SignInPage {
@@ -286,6 +314,18 @@ impl SignInPage {
                     if groups.is_empty() { "none".to_string() } else { groups.join(", ") }
                 ),
                 "Ask your platform team to grant you or one of your groups a permission in an environment, then sign in again.",
+            ),
+            SignInPage::RefusedName { user, reason } => (
+                StatusCode::FORBIDDEN,
+                "refused-name",
+                format!("The sign-in service names you {user:?}, which break-glass cannot use: {reason}."),
+                "Ask your platform team to give you another user name at the identity provider, or to set auth.oidc.username_claim to a claim that names people.",
+            ),
+            SignInPage::Unavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "You signed in, but break-glass could not record the login.".into(),
+                "Try again in a minute. If it keeps failing, tell your platform team that break-glass cannot reach its database.",
             ),
             SignInPage::NotConfigured => (
                 StatusCode::NOT_FOUND,

@@ -13,11 +13,13 @@ use time::OffsetDateTime;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+mod logins;
 mod notice;
 mod postgres;
 mod row;
 mod sqlite;
 
+pub use logins::{Login, LoginSelector, LoginSource};
 pub use notice::{Notice, CHANNEL};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -154,6 +156,26 @@ pub trait Store: Send + Sync + 'static {
     /// Asks the replica writing the recording of `id` to hand its writer over (this one holds
     /// the terminal). A no-op where there is one replica.
     async fn ask_handover(&self, id: Uuid) -> Result<(), StoreError>;
+    /// Stores a new login.
+    async fn insert_login(&self, login: &Login) -> Result<(), StoreError>;
+    /// Reads one login, live or not.
+    async fn get_login(&self, id: Uuid) -> Result<Option<Login>, StoreError>;
+    /// Ends the live logins `which` selects at `at`, naming `by`; how many it ended.
+    async fn revoke_logins(
+        &self,
+        which: &LoginSelector,
+        by: &str,
+        at: OffsetDateTime,
+    ) -> Result<u64, StoreError>;
+    /// The logins live at `now` (of `user` only, when given), newest first.
+    async fn live_logins(
+        &self,
+        user: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<Vec<Login>, StoreError>;
+    /// Deletes logins that expired before `before` (they can no longer be used, and the
+    /// audit trail of sessions names users, not logins); how many.
+    async fn prune_logins(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
 }
 
 /// Opens the store named by `url`, creating the SQLite file (and its directory) on first run,
@@ -380,6 +402,89 @@ macro_rules! sql_store {
 
             async fn ask_handover(&self, id: Uuid) -> Result<(), StoreError> {
                 self.announce(&crate::store::Notice::Handover { id }).await
+            }
+
+            async fn insert_login(&self, l: &crate::store::Login) -> Result<(), StoreError> {
+                let groups = serde_json::to_string(&l.groups).unwrap_or_else(|_| "[]".into());
+                let done = sqlx::query(
+                    "INSERT INTO breakglass_logins (id, user_name, source, groups_json, nonce, \
+                     created_at, expires_at, revoked_at, revoked_by, id_token) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                )
+                .bind(l.id)
+                .bind(l.user.as_str())
+                .bind(l.source.as_str())
+                .bind(groups)
+                .bind(l.nonce.as_str())
+                .bind(l.created_at)
+                .bind(l.expires_at)
+                .bind(l.revoked_at)
+                .bind(l.revoked_by.as_deref())
+                .bind(l.id_token.as_deref())
+                .execute(&self.pool)
+                .await;
+                match done {
+                    Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
+                    other => other.map(|_| ()).map_err(Into::into),
+                }
+            }
+
+            async fn get_login(&self, id: Uuid) -> Result<Option<crate::store::Login>, StoreError> {
+                sqlx::query_as::<_, crate::store::logins::LoginRow>(
+                    "SELECT * FROM breakglass_logins WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?
+                .map(crate::store::Login::try_from)
+                .transpose()
+            }
+
+            async fn revoke_logins(
+                &self,
+                which: &crate::store::LoginSelector,
+                by: &str,
+                at: time::OffsetDateTime,
+            ) -> Result<u64, StoreError> {
+                use crate::store::LoginSelector as S;
+                let column = match which {
+                    S::Id(_) => "id",
+                    S::User(_) => "user_name",
+                };
+                let sql = format!(
+                    "UPDATE breakglass_logins SET revoked_at = $1, revoked_by = $2 \
+                     WHERE {column} = $3 AND revoked_at IS NULL AND expires_at > $1"
+                );
+                let q = sqlx::query(&sql).bind(at).bind(by);
+                let q = match which {
+                    S::Id(id) => q.bind(*id),
+                    S::User(u) => q.bind(u.as_str()),
+                };
+                Ok(q.execute(&self.pool).await?.rows_affected())
+            }
+
+            async fn live_logins(
+                &self,
+                user: Option<&str>,
+                now: time::OffsetDateTime,
+            ) -> Result<Vec<crate::store::Login>, StoreError> {
+                let rows = sqlx::query_as::<_, crate::store::logins::LoginRow>(
+                    "SELECT * FROM breakglass_logins WHERE revoked_at IS NULL AND expires_at > $1 \
+                     AND ($2 IS NULL OR user_name = $2) ORDER BY created_at DESC",
+                )
+                .bind(now)
+                .bind(user)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.into_iter().map(crate::store::Login::try_from).collect()
+            }
+
+            async fn prune_logins(&self, before: time::OffsetDateTime) -> Result<u64, StoreError> {
+                let done = sqlx::query("DELETE FROM breakglass_logins WHERE expires_at < $1")
+                    .bind(before)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(done.rows_affected())
             }
 
             async fn counts(&self) -> Result<(i64, i64), StoreError> {
