@@ -15,6 +15,8 @@ pub enum ErrorCode {
     InvalidInput,
     /// The body is larger than the server takes (413); `field` is `body`.
     TooLarge,
+    /// The request body did not arrive in time (408); `field` is `body`.
+    Timeout,
     /// Not signed in (401).
     Unauthenticated,
     /// Signed in but not allowed (403).
@@ -29,6 +31,9 @@ pub enum ErrorCode {
     WrongState,
     /// Someone else changed the session first (409); reload and retry.
     Conflict,
+    /// The caller holds as much of the server as one user may (429), e.g. open live-update
+    /// streams; the message says what to close.
+    TooManyRequests,
     /// A dependency (database, cluster, recording store) is unreachable (503).
     Unavailable,
     /// A bug or unexpected failure on the server (500); details are in its logs.
@@ -41,6 +46,8 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidInput => 400,
             ErrorCode::TooLarge => 413,
+            ErrorCode::Timeout => 408,
+            ErrorCode::TooManyRequests => 429,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden | ErrorCode::CsrfFailed => 403,
             ErrorCode::NotFound => 404,

@@ -142,6 +142,51 @@ pub struct FileConfig {
     /// Environments (one cluster each).
     #[serde(default)]
     pub environments: Vec<EnvironmentConfig>,
+    /// `[limits]`: how much one client may hold of the server.
+    #[serde(default)]
+    pub limits: LimitsFileConfig,
+}
+
+/// `[limits]` as written in the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFileConfig {
+    /// Seconds a request body may take to arrive, and a read (GET) may take to answer
+    /// (default 30; 1 to 600).
+    pub request_timeout_seconds: Option<u64>,
+    /// Live-update streams (`GET /events`, one per open tab) one user may hold open on one
+    /// replica (default 16; 1 to 1000).
+    pub live_streams_per_user: Option<u64>,
+}
+
+/// The resolved `[limits]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// See [`LimitsFileConfig::request_timeout_seconds`].
+    pub request_timeout: std::time::Duration,
+    /// See [`LimitsFileConfig::live_streams_per_user`].
+    pub live_streams_per_user: usize,
+}
+
+impl LimitsFileConfig {
+    fn resolve(self) -> Result<Limits, ConfigError> {
+        let t = within(
+            "limits.request_timeout_seconds",
+            self.request_timeout_seconds.unwrap_or(30),
+            1,
+            600,
+        )?;
+        let n = within(
+            "limits.live_streams_per_user",
+            self.live_streams_per_user.unwrap_or(16),
+            1,
+            1000,
+        )?;
+        Ok(Limits {
+            request_timeout: std::time::Duration::from_secs(t),
+            live_streams_per_user: usize::try_from(n).unwrap_or(usize::MAX),
+        })
+    }
 }
 
 /// The resolved configuration the server runs with.
@@ -188,6 +233,8 @@ pub struct Config {
     pub recording: RecordingSettings,
     /// `--no-clusters`: requests in environments without a cluster wait instead of failing.
     pub no_clusters: bool,
+    /// `[limits]`.
+    pub limits: Limits,
 }
 
 impl Config {
@@ -223,6 +270,7 @@ impl Config {
             server_namespace,
             recording,
             environments,
+            limits,
         } = file;
         let server = server::ServerFile {
             listen,
@@ -278,6 +326,7 @@ impl Config {
             debug_image: envs.debug_image,
             server_namespace: envs.server_namespace,
             no_clusters: args.no_clusters,
+            limits: limits.resolve()?,
         })
     }
 

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::Extension;
 use breakglass_shared::ErrorBody;
 use futures::stream::Stream;
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 use tokio_stream::StreamExt;
 
+use super::limits::LiveStreams;
 use crate::auth::CurrentUser;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -32,18 +34,21 @@ impl Drop for OpenStream {
     responses(
         (status = 200, description = "text/event-stream of `session` events", content_type = "text/event-stream", body = String),
         (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 429, description = "The user holds as many streams as one may", body = ErrorBody),
     ))]
 pub async fn stream(
     State(state): State<AppState>,
+    Extension(streams): Extension<LiveStreams>,
     user: CurrentUser,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let place = streams.open(&user.name)?;
     let visible = user.visible_environments(&state);
     state.metrics.sse_open.inc();
     let guard = OpenStream(state.metrics.sse_open.clone());
     let changes = BroadcastStream::new(state.changes.subscribe()).map(Result::ok);
     let missed = WatchStream::from_changes(state.missed.subscribe()).map(|_| None);
     let stream = changes.merge(missed).filter_map(move |msg| {
-        let _keep = &guard;
+        let _keep = (&guard, &place);
         match msg {
             Some(change) if visible.contains(&change.session.environment) => Event::default()
                 .event("session")

@@ -6,10 +6,15 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
+use super::limits::RequestTimeout;
 use crate::error::ApiError;
 
 /// Largest JSON body accepted.
 pub const MAX_JSON: usize = 64 * 1024;
+
+/// How long a body may take when no `[limits]` timeout is on the request (a router built
+/// without the limits layer).
+const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A JSON body; a bad one answers 400 naming the field.
 #[derive(Debug)]
@@ -34,10 +39,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 "send a JSON body with Content-Type: application/json",
             ));
         }
+        let timeout = req
+            .extensions()
+            .get::<RequestTimeout>()
+            .map_or(DEFAULT_BODY_TIMEOUT, |t| t.0);
         // Read at most one byte more than allowed: a larger body is refused without buffering
-        // it (and a lying Content-Length changes nothing).
-        let bytes = axum::body::to_bytes(req.into_body(), MAX_JSON + 1)
+        // it (and a lying Content-Length changes nothing). A body that trickles in is cut off
+        // at the request timeout, whatever its pace.
+        let read = axum::body::to_bytes(req.into_body(), MAX_JSON + 1);
+        let bytes = tokio::time::timeout(timeout, read)
             .await
+            .map_err(|_| {
+                let mut e = ApiError::new(
+                    breakglass_shared::ErrorCode::Timeout,
+                    format!(
+                        "body: did not arrive within {} s; send it at once",
+                        timeout.as_secs()
+                    ),
+                );
+                e.body.field = Some("body".into());
+                e
+            })?
             .map_err(|e| {
                 let too_large = std::error::Error::source(&e)
                     .is_some_and(<dyn std::error::Error>::is::<http_body_util::LengthLimitError>);

@@ -24,6 +24,7 @@ pub mod dev_login;
 pub mod events;
 pub mod extract;
 pub mod headers;
+pub mod limits;
 pub mod recordings;
 pub mod sessions;
 pub mod sign_in;
@@ -96,7 +97,14 @@ pub fn app(state: AppState) -> Router {
         .fallback(api_not_found)
         .layer(axum::Extension(sign_in::OidcProvider::for_config(
             &state.config,
-        )));
+        )))
+        .layer(axum::Extension(limits::LiveStreams::new(
+            state.config.limits.live_streams_per_user,
+        )))
+        .layer(middleware::from_fn_with_state(
+            state.config.limits,
+            limits::bound,
+        ));
     let index = state.config.static_dir.join("index.html");
     let frontend = ServeDir::new(&state.config.static_dir).fallback(ServeFile::new(index));
     Router::new()
