@@ -91,6 +91,31 @@ async fn connect(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
     ws
 }
 
+/// Tries a terminal upgrade as `who` with `origin` (none when `None`): `None` when the
+/// socket opened, else the HTTP status that refused it.
+async fn handshake(
+    server: &ServerProcess,
+    who: &ApiClient,
+    id: &str,
+    origin: Option<&str>,
+) -> Option<u16> {
+    let url = format!(
+        "{}/api/breakglass/sessions/{id}/terminal",
+        server.url.replace("http://", "ws://")
+    );
+    let mut req = url.into_client_request().unwrap();
+    req.headers_mut()
+        .insert("cookie", who.cookie_header().parse().unwrap());
+    if let Some(o) = origin {
+        req.headers_mut().insert("origin", o.parse().unwrap());
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok(_) => None,
+        Err(tokio_tungstenite::tungstenite::Error::Http(res)) => Some(res.status().as_u16()),
+        Err(e) => panic!("the upgrade failed without an HTTP answer: {e}"),
+    }
+}
+
 /// Reads data frames until `needle` shows up; returns everything read, or the close frame.
 async fn read_until(ws: &mut Ws, needle: &str) -> (String, Option<(u16, String)>) {
     let mut seen = String::new();
@@ -249,6 +274,12 @@ async fn bad_frames_strangers_takeover_and_ended_sessions_are_closed_with_a_code
     let unknown = closed_with(&mut ws).await;
     assert_eq!(theirs, unknown);
     assert_eq!(theirs.0, close::NOT_FOUND);
+    // The requester's own cookie, sent by a page on another origin (a browser sends cookies
+    // with cross-site WebSocket upgrades), or with no Origin at all: refused before upgrade.
+    for origin in [Some("https://evil.example"), Some("null"), None] {
+        let refused = handshake(&server, &alice, &id, origin).await;
+        assert_eq!(refused, Some(403), "Origin {origin:?}");
+    }
     // Text where binary is expected.
     let mut ws = connect(&server, &alice, &id).await;
     ws.send(Message::Text("echo pwned\r".into())).await.unwrap();

@@ -5,6 +5,7 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use breakglass_shared::ErrorCode;
 
 use crate::auth::{check_origin, CurrentUser};
 use crate::error::ApiError;
@@ -27,7 +28,15 @@ pub async fn terminal(
             format!("upgrade: this route is a WebSocket (GET with `Upgrade: websocket`): {e}"),
         )
     })?;
-    // Browsers send cookies with cross-site WebSocket upgrades: the Origin check is the guard.
+    // Browsers send cookies with cross-site WebSocket upgrades: the Origin check is the guard,
+    // and every browser sends one with an upgrade, so an upgrade without one is refused too
+    // (a script may name the server's own origin, as the page does).
+    if !headers.contains_key(axum::http::header::ORIGIN) {
+        return Err(ApiError::new(
+            ErrorCode::CsrfFailed,
+            "a terminal WebSocket must carry the Origin of the break-glass page; open it from the page",
+        ));
+    }
     check_origin(&state, &headers)?;
     let ctx = state.0.clone();
     Ok(ws
