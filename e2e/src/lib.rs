@@ -28,6 +28,7 @@
 //! `BREAKGLASS_KUBECONFIG_DIR` to the kubeconfig dir of an instance started
 //! with `scripts/controlplane.sh start` to reuse it instead of starting one.
 
+pub mod access;
 pub mod agent;
 pub mod apply;
 pub mod browser;

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use breakglass_e2e::access::pod_writes_allowed;
 use breakglass_e2e::server::{config_toml, ApiClient, ServerProcess};
 use breakglass_e2e::{wait_for_pod_running, wait_until, ControlPlane, Identity};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -251,6 +252,11 @@ async fn attach_echo(cp: &ControlPlane, ns: &str, pod: &str, container: &str) ->
 async fn ground_live_session_end_to_end_recycles_a_replaceable_pod() {
     let rig = Rig::new("bg-ground-live", "ground", &[]).await;
     let pods_before = rig.deployment("web", 2).await;
+    // At rest, the server's own identity can touch no pod: every right to a pod comes with a
+    // session's grant, and goes with it.
+    let own = rig.cp.client(Identity::BreakglassSa).await.unwrap();
+    let at_rest = pod_writes_allowed(&own, &rig.ns).await.unwrap();
+    assert!(at_rest.is_empty(), "before any grant: {at_rest:?}");
     let server = rig.start(&[]).await;
     let alice = server.login("alice").await.unwrap();
     let target = &pods_before[0];
@@ -275,6 +281,19 @@ async fn ground_live_session_end_to_end_recycles_a_replaceable_pod() {
     // The server reaches the debug container through attach, inside its rails.
     let out = attach_echo(rig.cp, &rig.ns, target, container).await;
     assert!(out.contains("hi-42"), "attach output: {out:?}");
+    // With the grant: what the live role gives, and never exec.
+    let granted = pod_writes_allowed(&own, &rig.ns).await.unwrap();
+    assert_eq!(
+        granted,
+        [
+            "patch pods/",
+            "delete pods/",
+            "patch pods/ephemeralcontainers",
+            "update pods/ephemeralcontainers",
+            "create pods/attach"
+        ],
+        "with the grant"
+    );
     let kinds: Vec<&str> = d["events"]
         .as_array()
         .unwrap()
@@ -294,6 +313,19 @@ async fn ground_live_session_end_to_end_recycles_a_replaceable_pod() {
     let d = alice.wait_state(&id, &["Ended"], ACTIVE).await.unwrap();
     assert_eq!(d["session"]["end_reason"]["kind"], "UserEnded");
     rig.assert_clean().await;
+    // The grant is gone, and every right with it (RBAC answers from its cache: wait for it).
+    wait_until(
+        "rights gone with the grant",
+        Duration::from_secs(20),
+        || async {
+            Ok(pod_writes_allowed(&own, &rig.ns)
+                .await?
+                .is_empty()
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap();
     // Not the last ready pod: recycled, and the Deployment replaced it.
     let pods = rig.admin_pods().await;
     wait_until("debugged pod deleted", Duration::from_secs(20), || async {

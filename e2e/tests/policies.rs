@@ -15,6 +15,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
+use breakglass_e2e::access::can;
 use breakglass_e2e::{
     wait_for_container_running, wait_for_pod_running, wait_until, ControlPlane, Identity,
 };
@@ -22,9 +23,6 @@ use breakglass_server::config::{Config, FileConfig, ServeArgs, DEFAULT_DEBUG_IMA
 use breakglass_server::guardrails::render::with_name_suffix;
 use breakglass_server::guardrails::{
     doctor, render, ItemStatus, Manifest, RenderInput, COPY_ROLE, LIVE_ROLE,
-};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -100,36 +98,6 @@ async fn apply(client: &Client, value: &Value, dry_run: bool) -> anyhow::Result<
     api.patch(name, &params, &Patch::Apply(value))
         .await
         .with_context(|| format!("applying {kind} {name}"))
-}
-
-async fn can(
-    client: &Client,
-    namespace: &str,
-    verb: &str,
-    resource: &str,
-    sub: &str,
-) -> anyhow::Result<bool> {
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                namespace: Some(namespace.into()),
-                verb: Some(verb.into()),
-                group: Some(if resource.contains("rolebinding") {
-                    "rbac.authorization.k8s.io".into()
-                } else {
-                    String::new()
-                }),
-                resource: Some(resource.into()),
-                subresource: (!sub.is_empty()).then(|| sub.to_string()),
-                ..ResourceAttributes::default()
-            }),
-            ..SelfSubjectAccessReviewSpec::default()
-        },
-        ..SelfSubjectAccessReview::default()
-    };
-    let r = reviews.create(&PostParams::default(), &review).await?;
-    Ok(r.status.is_some_and(|s| s.allowed))
 }
 
 /// Waits until `client` may `verb` `resource[/sub]` in `namespace` (RBAC takes effect a

@@ -54,6 +54,10 @@ async fn rows_cannot_be_deleted_and_events_cannot_be_changed_on_either_database(
         assert!(r.status.is_success(), "{}: {:?}", s.backend, r.body);
         let after = s.counts().await;
         assert_eq!(after.0, before.0, "{}", s.backend);
-        assert!(after.1 > before.1, "{}: the end appended an event", s.backend);
+        assert!(
+            after.1 > before.1,
+            "{}: the end appended an event",
+            s.backend
+        );
     }
 }
