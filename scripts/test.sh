@@ -3,7 +3,8 @@
 # Installs and starts what the tests need, idempotently: PostgreSQL, the S3 server, Helm, the
 # transparency log, the OpenID provider and auth proxy, the test control plane
 # (built once per source version, Go build cache kept), and the frontend toolchain; then runs
-# every Rust test on SQLite and PostgreSQL, and the API fuzzing.
+# every Rust test on SQLite and PostgreSQL (the end-to-end activation tests on both), and the
+# API fuzzing.
 #
 #   scripts/test.sh            everything
 #   scripts/test.sh -- ARGS    extra arguments for `cargo test` (e.g. a test name filter)
@@ -68,6 +69,11 @@ fi
 
 step "Rust tests (SQLite + PostgreSQL, S3, control plane, browser)"
 cargo test --workspace --exclude breakglass-frontend "$@"
+
+step "end-to-end activation, crash recovery and minted credentials again, on PostgreSQL"
+# The same tests, each server on a fresh PostgreSQL database instead of its SQLite file
+# (e2e/src/server.rs, BREAKGLASS_E2E_ENGINE); about two minutes here.
+BREAKGLASS_E2E_ENGINE=postgres cargo test -p breakglass-e2e --test activation --test minted "$@"
 
 step "frontend logic tests (host: keyframes, cast parsing, formatting)"
 cargo test -p breakglass-frontend "$@"

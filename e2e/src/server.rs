@@ -44,6 +44,41 @@ pub fn leaked_env() -> Vec<std::ffi::OsString> {
         .collect()
 }
 
+/// The variable choosing the database engine the end-to-end servers run on: unset or `sqlite`
+/// (each server's own file), or `postgres` (a fresh database per data directory on the test
+/// PostgreSQL; `scripts/test.sh` runs the end-to-end suite once more this way).
+pub const ENGINE_ENV: &str = "BREAKGLASS_E2E_ENGINE";
+
+/// Under `BREAKGLASS_E2E_ENGINE=postgres`, the database of the server in `data_dir`: made on
+/// its first start and kept in the directory, so a restarted server finds its data again.
+/// `None` when the engine is SQLite, or when the test chose a database itself (in `env` or in
+/// the `config` file).
+async fn engine_database(
+    config: &Path,
+    data_dir: &Path,
+    env: &[(&str, &str)],
+) -> anyhow::Result<Option<String>> {
+    match std::env::var(ENGINE_ENV).as_deref() {
+        Ok("postgres") => {}
+        Ok("sqlite") | Err(_) => return Ok(None),
+        Ok(other) => bail!("{ENGINE_ENV}={other}: use sqlite or postgres"),
+    }
+    let chosen = env.iter().any(|(k, _)| *k == "BREAKGLASS_DATABASE_URL")
+        || std::fs::read_to_string(config)?
+            .lines()
+            .any(|l| l.trim_start().starts_with("database_url"));
+    if chosen {
+        return Ok(None);
+    }
+    let kept = data_dir.join("e2e-database-url");
+    if let Ok(url) = std::fs::read_to_string(&kept) {
+        return Ok(Some(url));
+    }
+    let url = crate::postgres::fresh_database().await?;
+    std::fs::write(&kept, &url)?;
+    Ok(Some(url))
+}
+
 /// A running server process.
 pub struct ServerProcess {
     child: Child,
@@ -92,6 +127,9 @@ impl ServerProcess {
             .kill_on_drop(true);
         for k in leaked_env() {
             cmd.env_remove(k);
+        }
+        if let Some(url) = engine_database(config, data_dir, env).await? {
+            cmd.env("BREAKGLASS_DATABASE_URL", url);
         }
         for (k, v) in env {
             cmd.env(k, v);
