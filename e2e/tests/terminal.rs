@@ -77,7 +77,13 @@ async fn request(server: &ServerProcess, ns: &str) -> (ApiClient, String) {
     (alice, id)
 }
 
-async fn connect(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
+/// The terminal upgrade request of `id` as `who`, sent from `origin` (none when `None`).
+fn upgrade_request(
+    server: &ServerProcess,
+    who: &ApiClient,
+    id: &str,
+    origin: Option<&str>,
+) -> tokio_tungstenite::tungstenite::handshake::client::Request {
     let url = format!(
         "{}/api/breakglass/sessions/{id}/terminal",
         server.url.replace("http://", "ws://")
@@ -85,8 +91,14 @@ async fn connect(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
     let mut req = url.into_client_request().unwrap();
     req.headers_mut()
         .insert("cookie", who.cookie_header().parse().unwrap());
-    req.headers_mut()
-        .insert("origin", server.url.parse().unwrap());
+    if let Some(o) = origin {
+        req.headers_mut().insert("origin", o.parse().unwrap());
+    }
+    req
+}
+
+async fn connect(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
+    let req = upgrade_request(server, who, id, Some(&server.url));
     let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
     ws
 }
@@ -99,17 +111,7 @@ async fn handshake(
     id: &str,
     origin: Option<&str>,
 ) -> Option<u16> {
-    let url = format!(
-        "{}/api/breakglass/sessions/{id}/terminal",
-        server.url.replace("http://", "ws://")
-    );
-    let mut req = url.into_client_request().unwrap();
-    req.headers_mut()
-        .insert("cookie", who.cookie_header().parse().unwrap());
-    if let Some(o) = origin {
-        req.headers_mut().insert("origin", o.parse().unwrap());
-    }
-    match tokio_tungstenite::connect_async(req).await {
+    match tokio_tungstenite::connect_async(upgrade_request(server, who, id, origin)).await {
         Ok(_) => None,
         Err(tokio_tungstenite::tungstenite::Error::Http(res)) => Some(res.status().as_u16()),
         Err(e) => panic!("the upgrade failed without an HTTP answer: {e}"),

@@ -7,8 +7,7 @@ mod common;
 
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
-use breakglass_server::config::{Config, FileConfig};
-use breakglass_server::state::Context;
+use breakglass_server::config::FileConfig;
 use common::{Caller, TestServer};
 use tower::ServiceExt;
 
@@ -91,37 +90,11 @@ async fn a_read_that_hangs_on_a_cluster_answers_at_the_timeout() {
             conns.push(c);
         }
     });
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-             clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}}}]\n\
-             users: [{{name: u, user: {{token: t}}}}]\n\
-             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n"
-        ),
+    let s = common::server_on_cluster(
+        &format!("https://127.0.0.1:{port}"),
+        "[limits]\nrequest_timeout_seconds = 2\n",
     )
-    .unwrap();
-    let file: FileConfig = toml::from_str(&format!(
-        r#"
-[limits]
-request_timeout_seconds = 2
-
-[[environments]]
-name = "dev"
-tier = "ground"
-cluster = {{ kind = "kubeconfig", path = "{}" }}
-[environments.permissions]
-"tower.breakglass.request" = {{ groups = ["engineers"] }}
-"#,
-        kubeconfig.display()
-    ))
-    .unwrap();
-    let config = Config::resolve(&common::dev_args(dir.path()), file).unwrap();
-    let clusters = breakglass_server::cluster::Clusters::from_config(&config);
-    let ctx = Context::with_clusters(config, clusters).await.unwrap();
-    let s = TestServer::over(ctx, dir);
+    .await;
     let alice = s.login("alice").await;
     let r = s
         .send(

@@ -59,32 +59,25 @@ async fn an_administrator_ends_every_login_of_a_user_at_once() {
         let bob1 = s.login("bob").await;
         let bob2 = s.login("bob").await;
         let carol = s.login("carol").await;
-        let n = s
-            .ctx
-            .store
-            .revoke_logins(
-                &LoginSelector::User("bob".into()),
-                "admin",
-                time::OffsetDateTime::now_utc(),
-            )
-            .await
-            .unwrap();
+        let revoke_bob = || async {
+            s.ctx
+                .store
+                .revoke_logins(
+                    &LoginSelector::User("bob".into()),
+                    "admin",
+                    time::OffsetDateTime::now_utc(),
+                )
+                .await
+                .unwrap()
+        };
+        let n = revoke_bob().await;
         assert_eq!(n, 2, "{}", s.backend);
         for b in [&bob1, &bob2] {
             assert_eq!(whoami(&s, b).await, Value::Null, "{}", s.backend);
         }
         assert_eq!(whoami(&s, &carol).await, "carol", "{}", s.backend);
         // Ending them again ends nothing more.
-        let again = s
-            .ctx
-            .store
-            .revoke_logins(
-                &LoginSelector::User("bob".into()),
-                "admin",
-                time::OffsetDateTime::now_utc(),
-            )
-            .await
-            .unwrap();
+        let again = revoke_bob().await;
         assert_eq!(again, 0, "{}", s.backend);
     }
 }

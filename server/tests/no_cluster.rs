@@ -106,22 +106,6 @@ async fn no_clusters_keeps_requests_waiting_and_the_sweep_fails_them_once_it_is_
         .contains("no cluster configured"));
 }
 
-/// A kubeconfig for an API server at `server`, with a token (never sent anywhere real).
-fn kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-             clusters: [{{name: c, cluster: {{server: \"{server}\", insecure-skip-tls-verify: true}}}}]\n\
-             users: [{{name: u, user: {{token: t}}}}]\n\
-             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n"
-        ),
-    )
-    .unwrap();
-    path
-}
-
 #[tokio::test]
 async fn a_configured_cluster_that_does_not_answer_says_so_with_the_fix() {
     // A port nobody listens on: bound, then closed.
@@ -130,25 +114,7 @@ async fn a_configured_cluster_that_does_not_answer_says_so_with_the_fix() {
         .local_addr()
         .unwrap()
         .port();
-    let dir = tempfile::tempdir().unwrap();
-    let path = kubeconfig(dir.path(), &format!("https://127.0.0.1:{port}"));
-    let file: breakglass_server::config::FileConfig = toml::from_str(&format!(
-        r#"
-[[environments]]
-name = "dev"
-tier = "ground"
-cluster = {{ kind = "kubeconfig", path = "{}" }}
-[environments.permissions]
-"tower.breakglass.request" = {{ groups = ["engineers"] }}
-"#,
-        path.display()
-    ))
-    .unwrap();
-    let config = Config::resolve(&common::dev_args(dir.path()), file).unwrap();
-    let clusters = breakglass_server::cluster::Clusters::from_config(&config);
-    assert!(clusters.is_some());
-    let ctx = Context::with_clusters(config, clusters).await.unwrap();
-    let s = common::TestServer::over(ctx, dir);
+    let s = common::server_on_cluster(&format!("https://127.0.0.1:{port}"), "").await;
     let alice = s.login("alice").await;
     for _ in 0..2 {
         // The second look comes from the cache and says the same.

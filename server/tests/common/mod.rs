@@ -258,3 +258,43 @@ pub fn request_body(env: &str) -> Value {
         "duration_minutes": 30,
     })
 }
+
+/// A kubeconfig for an API server at `server`, with a token (never sent anywhere real).
+pub fn kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: c, cluster: {{server: \"{server}\", insecure-skip-tls-verify: true}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A dev-mode server whose one environment, `dev` (Ground, alice may ask), is the cluster at
+/// `api_server` (reached with a kubeconfig), with `extra` TOML before the environment.
+pub async fn server_on_cluster(api_server: &str, extra: &str) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let path = kubeconfig(dir.path(), api_server);
+    let file: FileConfig = toml::from_str(&format!(
+        r#"{extra}
+[[environments]]
+name = "dev"
+tier = "ground"
+cluster = {{ kind = "kubeconfig", path = "{}" }}
+[environments.permissions]
+"tower.breakglass.request" = {{ groups = ["engineers"] }}
+"#,
+        path.display()
+    ))
+    .unwrap();
+    let config = Config::resolve(&dev_args(dir.path()), file).unwrap();
+    let clusters = breakglass_server::cluster::Clusters::from_config(&config);
+    assert!(clusters.is_some(), "the environment has a cluster");
+    let ctx = Context::with_clusters(config, clusters).await.unwrap();
+    TestServer::over(ctx, dir)
+}
