@@ -402,6 +402,52 @@ async fn a_session_ends_after_the_configured_lifetime() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The provider is asked about a login again every `claims_refresh_seconds` with its refresh
+/// token: while the provider accepts it the person stays signed in; once the provider revokes
+/// the person's sessions and tokens, the login here ends at the next check, long before its
+/// lifetime.
+#[tokio::test]
+async fn a_login_the_provider_revokes_ends_at_the_next_check() -> anyhow::Result<()> {
+    let s = Setup::start(
+        None,
+        "scopes = [\"openid\", \"profile\", \"email\", \"offline_access\"]\n\
+         claims_refresh_seconds = 1",
+    )
+    .await?;
+    let agent = Agent::new()?;
+    let me = s.sign_in(&agent, Persona::new("carol", &["sre"])).await?;
+    assert_eq!(me["user"]["name"], "carol");
+    // Past one interval, the check renews the tokens and the login holds (twice, so the
+    // rotated refresh token was kept and used).
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let me = s.whoami(&agent).await?;
+        assert_eq!(me["user"]["name"], "carol", "{}", s.server.log_text());
+    }
+    // The provider's administrator revokes everything carol was granted.
+    let r = reqwest::Client::new()
+        .delete(format!(
+            "{}/admin/oauth2/auth/sessions/consent?subject=carol&all=true",
+            s.provider.admin
+        ))
+        .send()
+        .await?;
+    assert!(r.status().is_success(), "{}", r.status());
+    wait_until("the login ends here", Duration::from_secs(20), || async {
+        let me = s.whoami(&agent).await?;
+        Ok(me["user"].is_null().then_some(()))
+    })
+    .await?;
+    assert!(
+        s.server
+            .log_text()
+            .contains("login ended by the identity provider"),
+        "{}",
+        s.server.log_text()
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn logout_ends_the_session_here_and_at_the_provider() -> anyhow::Result<()> {
     let s = Setup::start(None, "").await?;

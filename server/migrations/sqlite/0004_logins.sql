@@ -10,7 +10,10 @@ CREATE TABLE breakglass_logins (
     expires_at  TEXT NOT NULL,
     revoked_at  TEXT,
     revoked_by  TEXT,
-    id_token    TEXT
+    id_token    TEXT,
+    -- OIDC: the refresh token, and when the provider was last asked about the login.
+    refresh_token     TEXT,
+    claims_checked_at TEXT NOT NULL
 );
 CREATE INDEX breakglass_logins_user ON breakglass_logins (user_name);
 CREATE INDEX breakglass_logins_expires ON breakglass_logins (expires_at);

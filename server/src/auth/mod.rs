@@ -27,7 +27,7 @@ use uuid::Uuid;
 use crate::config::Environment;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{Login, LoginSource};
+use crate::store::{Login, LoginSelector, LoginSource};
 
 pub mod oidc;
 
@@ -249,7 +249,7 @@ pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentU
     else {
         return Ok(None);
     };
-    let Some(login) = state.store.get_login(claims.login).await? else {
+    let Some(mut login) = state.store.get_login(claims.login).await? else {
         return Ok(None);
     };
     if !login.is_live(time::OffsetDateTime::now_utc()) {
@@ -270,8 +270,23 @@ pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentU
             };
             (Source::DevCookie, user.groups.clone())
         }
-        LoginSource::Oidc if state.config.oidc.is_some() => (Source::Oidc, login.groups),
-        LoginSource::Oidc => return Ok(None),
+        LoginSource::Oidc => {
+            let Some(settings) = &state.config.oidc else {
+                return Ok(None);
+            };
+            let provider = parts
+                .extensions
+                .get::<oidc::OidcProvider>()
+                .and_then(|p| p.0.clone());
+            match recheck(state, provider, settings.claims_refresh, login).await? {
+                Some(l) => {
+                    let groups = l.groups.clone();
+                    login = l;
+                    (Source::Oidc, groups)
+                }
+                None => return Ok(None),
+            }
+        }
     };
     Ok(Some(CurrentUser {
         csrf_token: csrf_token(state, &login.user, &login.nonce),
@@ -283,6 +298,83 @@ pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentU
     }))
 }
 
+/// An OIDC login as the provider sees it now: unchanged while it was asked less than
+/// `every` ago (or gave no refresh token, or another request is asking right now); else
+/// renewed with its refresh token and carrying the new ID token's groups; `None` (and the
+/// record ended) when the provider refuses it or names someone else. A provider that cannot be
+/// reached leaves the login as it was until the next check: the person keeps working.
+async fn recheck(
+    state: &AppState,
+    provider: Option<std::sync::Arc<oidc::Provider>>,
+    every: time::Duration,
+    mut login: Login,
+) -> Result<Option<Login>, ApiError> {
+    let now = time::OffsetDateTime::now_utc();
+    let (Some(provider), Some(refresh)) = (provider, login.refresh_token.clone()) else {
+        return Ok(Some(login));
+    };
+    if now - login.claims_checked_at < every
+        || !state
+            .store
+            .claim_login_check(login.id, login.claims_checked_at, now)
+            .await?
+    {
+        return Ok(Some(login));
+    }
+    match provider.refresh(&refresh).await {
+        Ok(answer) => {
+            if let Some((user, groups)) = answer.identity {
+                if names::normalise(&user, state.config.fold_names)
+                    .ok()
+                    .as_ref()
+                    != Some(&login.user)
+                {
+                    let why = format!("the provider now names {user:?}");
+                    return end_login(state, &login, &why, now).await;
+                }
+                login.groups = groups;
+            }
+            state
+                .store
+                .set_login_claims(login.id, &login.groups, Some(&answer.refresh_token))
+                .await?;
+            login.refresh_token = Some(answer.refresh_token);
+            Ok(Some(login))
+        }
+        Err(e @ (oidc::OidcError::Refused(_) | oidc::OidcError::TokenRejected(_))) => {
+            end_login(state, &login, &e.to_string(), now).await
+        }
+        Err(e) => {
+            tracing::warn!(user = %login.user, error = %e, "cannot ask the identity provider about a login; keeping it until the next check");
+            Ok(Some(login))
+        }
+    }
+}
+
+/// Ends `login` because of what the provider answered (`why`, for the log).
+async fn end_login(
+    state: &AppState,
+    login: &Login,
+    why: &str,
+    now: time::OffsetDateTime,
+) -> Result<Option<Login>, ApiError> {
+    tracing::info!(user = %login.user, login = %login.id, why, "login ended by the identity provider's answer");
+    state
+        .store
+        .revoke_logins(&LoginSelector::Id(login.id), "identity provider", now)
+        .await?;
+    Ok(None)
+}
+
+/// What an identity provider handed over at sign-in (nothing for the dev login).
+#[derive(Debug, Clone, Default)]
+pub struct ProviderTokens {
+    /// The ID token, the hint of an RP-initiated logout.
+    pub id_token: Option<String>,
+    /// The refresh token the login's claims are asked again with.
+    pub refresh_token: Option<String>,
+}
+
 /// Starts a login of `user` made through `source` (its groups are `groups`), lasting
 /// `lifetime`: the record, and the cookie that names it.
 pub async fn begin_login(
@@ -291,7 +383,7 @@ pub async fn begin_login(
     source: LoginSource,
     groups: Vec<String>,
     lifetime: time::Duration,
-    id_token: Option<String>,
+    tokens: ProviderTokens,
 ) -> Result<(Login, Cookie<'static>), ApiError> {
     let mut nonce = [0u8; 16];
     rand::thread_rng().fill_bytes(&mut nonce);
@@ -306,7 +398,9 @@ pub async fn begin_login(
         expires_at: now + lifetime,
         revoked_at: None,
         revoked_by: None,
-        id_token,
+        id_token: tokens.id_token,
+        refresh_token: tokens.refresh_token,
+        claims_checked_at: now,
     };
     state.store.insert_login(&login).await?;
     let cookie = session_cookie(state, &CookieClaims { login: login.id });

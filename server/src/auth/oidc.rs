@@ -19,17 +19,35 @@ use openidconnect::core::{
 use openidconnect::{
     AdditionalClaims, AuthenticationFlow, AuthorizationCode, ClaimsVerificationError, ClientId,
     ClientSecret, CsrfToken, DiscoveryError, IdToken, IssuerUrl, LogoutRequest, Nonce,
-    PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl, ProviderMetadataWithLogout,
-    RedirectUrl, RequestTokenError, Scope, SignatureVerificationError, TokenResponse,
+    NonceVerifier, OAuth2TokenResponse, PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl,
+    ProviderMetadataWithLogout, RedirectUrl, RefreshToken, RequestTokenError, Scope,
+    SignatureVerificationError, TokenResponse,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::RwLock;
 use url::Url;
 
-use crate::config::{OidcSettings, UsernameClaim};
+use crate::config::{Config, OidcSettings, UsernameClaim};
 
 /// Seconds a started sign-in may take before its callback is refused.
 pub const LOGIN_SECONDS: i64 = 600;
+
+/// The configured OIDC provider, if any (a router extension, so its cached metadata and keys
+/// live as long as the router).
+#[derive(Clone)]
+pub struct OidcProvider(pub Option<Arc<Provider>>);
+
+impl OidcProvider {
+    /// The provider of `[auth.oidc]`; none when that is absent.
+    pub fn for_config(config: &Config) -> OidcProvider {
+        OidcProvider(config.oidc.clone().and_then(|settings| {
+            Provider::new(settings)
+                .map_err(|e| tracing::error!(error = %e, "cannot build the OIDC HTTP client; the OIDC login is off"))
+                .ok()
+                .map(Arc::new)
+        }))
+    }
+}
 
 /// Every claim the standard claims do not take, so the groups claim can have any name.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -68,6 +86,17 @@ pub struct OidcIdentity {
     pub groups: Vec<String>,
     /// The verified ID token, kept as the hint of an RP-initiated logout.
     pub id_token: String,
+    /// The refresh token, when the provider gave one (the `offline_access` scope).
+    pub refresh_token: Option<String>,
+}
+
+/// What the provider says about a login when asked again ([`Provider::refresh`]).
+#[derive(Debug, Clone)]
+pub struct Refreshed {
+    /// The user and groups of the new ID token, when the answer carried one.
+    pub identity: Option<(String, Vec<String>)>,
+    /// The refresh token to use next (the provider may rotate it).
+    pub refresh_token: String,
 }
 
 /// Why a sign-in did not complete; each is shown to the person as a page.
@@ -208,35 +237,73 @@ impl Provider {
             .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier.clone()))
             .request_async(&self.http)
             .await
-            .map_err(|e| match e {
-                RequestTokenError::ServerResponse(r) => OidcError::Refused(format!(
-                    "{}{}",
-                    r.error(),
-                    r.error_description()
-                        .map(|d| format!(": {d}"))
-                        .unwrap_or_default()
-                )),
-                RequestTokenError::Request(e) => OidcError::Unreachable(e.to_string()),
-                other => OidcError::Refused(other.to_string()),
-            })?;
+            .map_err(token_error)?;
         let raw = response
             .id_token()
             .ok_or_else(|| OidcError::TokenRejected("the token response has no ID token".into()))?
             .to_string();
+        let nonce = Nonce::new(pending.nonce.clone());
+        let (user, groups) = self.identity_in(&raw, Some(&nonce)).await?;
+        Ok(OidcIdentity {
+            user,
+            groups,
+            id_token: raw,
+            refresh_token: response.refresh_token().map(|t| t.secret().clone()),
+        })
+    }
+
+    /// Asks the provider about a login again with its refresh token: who it names and their
+    /// groups now (from the new ID token; `None` when the answer carries none), and the refresh
+    /// token to use next. [`OidcError::Refused`] means the provider no longer accepts the
+    /// login.
+    pub async fn refresh(&self, refresh_token: &str) -> Result<Refreshed, OidcError> {
+        let meta = self.cached().await?;
+        let client = self.client(&meta);
+        let token = RefreshToken::new(refresh_token.to_string());
+        let response = client
+            .exchange_refresh_token(&token)
+            .map_err(|e| OidcError::BadProvider(e.to_string()))?
+            .request_async(&self.http)
+            .await
+            .map_err(token_error)?;
+        let identity = match response.id_token() {
+            // A refreshed ID token need not carry the sign-in's nonce.
+            Some(t) => Some(self.identity_in(&t.to_string(), None).await?),
+            None => None,
+        };
+        Ok(Refreshed {
+            identity,
+            refresh_token: response
+                .refresh_token()
+                .map_or_else(|| refresh_token.to_string(), |t| t.secret().clone()),
+        })
+    }
+
+    /// The user and groups an ID token names, once it verified (signature, issuer,
+    /// audience, expiry, and `nonce` when given). An unknown signing key makes us fetch the
+    /// provider's keys once more: it rotated them since we fetched them.
+    async fn identity_in(
+        &self,
+        raw: &str,
+        nonce: Option<&Nonce>,
+    ) -> Result<(String, Vec<String>), OidcError> {
         let token: GroupsIdToken = raw
             .parse()
             .map_err(|e: serde_json::Error| OidcError::TokenRejected(e.to_string()))?;
-        let nonce = Nonce::new(pending.nonce.clone());
-        let claims = match token.claims(&client.id_token_verifier(), &nonce) {
+        let check_nonce = |found: Option<&Nonce>| match nonce {
+            None => Ok(()),
+            Some(want) => want.verify(found),
+        };
+        let meta = self.cached().await?;
+        let claims = match token.claims(&self.client(&meta).id_token_verifier(), check_nonce) {
             Err(ClaimsVerificationError::SignatureVerification(
                 SignatureVerificationError::NoMatchingKey,
             )) => {
-                // The provider rotated its keys since we fetched them: fetch them again once.
                 tracing::info!(
                     "ID token signed with a key we do not know; fetching the provider's keys again"
                 );
                 let meta = self.discover().await?;
-                token.claims(&self.client(&meta).id_token_verifier(), &nonce)
+                token.claims(&self.client(&meta).id_token_verifier(), check_nonce)
             }
             other => other,
         }
@@ -250,11 +317,10 @@ impl Provider {
         .map(str::trim)
         .filter(|u| !u.is_empty())
         .ok_or(OidcError::MissingClaim(claim.name()))?;
-        Ok(OidcIdentity {
-            user: user.to_string(),
-            groups: groups_of(claims.additional_claims(), &self.settings.groups_claim),
-            id_token: raw,
-        })
+        Ok((
+            user.to_string(),
+            groups_of(claims.additional_claims(), &self.settings.groups_claim),
+        ))
     }
 
     /// Where to send the browser after a local logout so the provider ends its session too
@@ -278,6 +344,17 @@ impl Provider {
             req = req.set_id_token_hint(&token);
         }
         Some(req.http_get_url())
+    }
+}
+
+/// A token endpoint's refusal or failure as the sign-in's error.
+fn token_error<RE: std::error::Error + 'static, T: openidconnect::ErrorResponse + 'static>(
+    e: RequestTokenError<RE, T>,
+) -> OidcError {
+    match e {
+        RequestTokenError::ServerResponse(r) => OidcError::Refused(r.to_string()),
+        RequestTokenError::Request(e) => OidcError::Unreachable(e.to_string()),
+        other => OidcError::Refused(other.to_string()),
     }
 }
 

@@ -193,6 +193,11 @@ pub struct OidcFileConfig {
     /// Seconds a login lasts before the user must sign in again (default 8 hours; 10 s to
     /// 7 days), whatever the provider's own session does.
     pub session_lifetime_seconds: Option<u64>,
+    /// Seconds between asking the provider again about a login (default 300; 1 to 86400):
+    /// with a refresh token (ask for the `offline_access` scope) the server renews it that
+    /// often, takes the groups of the new ID token, and ends the login at once when the
+    /// provider refuses (the user was removed, their sessions revoked).
+    pub claims_refresh_seconds: Option<u64>,
 }
 
 /// Which standard claim names the user.
@@ -240,6 +245,8 @@ pub struct OidcSettings {
     pub username_claim: UsernameClaim,
     /// Login lifetime.
     pub session_lifetime: time::Duration,
+    /// How often a login's claims are asked of the provider again.
+    pub claims_refresh: time::Duration,
 }
 
 impl std::fmt::Debug for OidcSettings {
@@ -253,6 +260,7 @@ impl std::fmt::Debug for OidcSettings {
             .field("groups_claim", &self.groups_claim)
             .field("username_claim", &self.username_claim)
             .field("session_lifetime", &self.session_lifetime)
+            .field("claims_refresh", &self.claims_refresh)
             .finish()
     }
 }
@@ -349,6 +357,12 @@ impl OidcFileConfig {
             10,
             7 * 24 * 3600,
         )?;
+        let refresh = super::within(
+            "auth.oidc.claims_refresh_seconds",
+            self.claims_refresh_seconds.unwrap_or(300),
+            1,
+            24 * 3600,
+        )?;
         Ok(OidcSettings {
             issuer_url: self.issuer_url,
             client_id: self.client_id,
@@ -361,6 +375,7 @@ impl OidcFileConfig {
                 .username_claim
                 .unwrap_or(UsernameClaim::PreferredUsername),
             session_lifetime: time::Duration::seconds(i64::try_from(lifetime).unwrap_or(i64::MAX)),
+            claims_refresh: time::Duration::seconds(i64::try_from(refresh).unwrap_or(i64::MAX)),
         })
     }
 }

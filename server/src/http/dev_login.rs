@@ -10,7 +10,7 @@ use breakglass_shared::{ErrorBody, ErrorCode};
 
 use super::extract::ApiJson;
 use super::whoami_for;
-use crate::auth::{begin_login, check_origin, current_of};
+use crate::auth::{begin_login, check_origin, current_of, ProviderTokens};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::store::LoginSource;
@@ -65,7 +65,7 @@ pub async fn login(
         LoginSource::Dev,
         Vec::new(),
         time::Duration::seconds(DEV_LOGIN_SECONDS),
-        None,
+        ProviderTokens::default(),
     )
     .await?;
     let current = current_of(&state, &login, user.groups.clone());

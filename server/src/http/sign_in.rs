@@ -15,9 +15,9 @@ use breakglass_shared::ErrorBody;
 use serde::Deserialize;
 
 use super::extract::ApiQuery;
+pub use crate::auth::oidc::OidcProvider;
 use crate::auth::oidc::{safe_return_path, OidcError, PendingLogin, Provider, LOGIN_SECONDS};
-use crate::auth::{begin_login, CurrentUser, Source, SESSION_COOKIE};
-use crate::config::Config;
+use crate::auth::{begin_login, CurrentUser, ProviderTokens, Source, SESSION_COOKIE};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::store::{LoginSelector, LoginSource};
@@ -27,23 +27,6 @@ use breakglass_shared::names;
 pub const PENDING_COOKIE: &str = "breakglass_oidc_login";
 /// Its path: only the OIDC routes ever see it.
 const PENDING_PATH: &str = "/api/breakglass/auth/oidc";
-
-/// The configured OIDC provider, if any (a router extension, so its cached metadata and keys
-/// live as long as the router).
-#[derive(Clone)]
-pub struct OidcProvider(pub Option<Arc<Provider>>);
-
-impl OidcProvider {
-    /// The provider of `[auth.oidc]`; none when that is absent.
-    pub fn for_config(config: &Config) -> OidcProvider {
-        OidcProvider(config.oidc.clone().and_then(|settings| {
-            Provider::new(settings)
-                .map_err(|e| tracing::error!(error = %e, "cannot build the OIDC HTTP client; the OIDC login is off"))
-                .ok()
-                .map(Arc::new)
-        }))
-    }
-}
 
 /// Query of `GET /auth/oidc/login`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -175,7 +158,10 @@ async fn complete(
         LoginSource::Oidc,
         who.groups,
         lifetime,
-        Some(who.id_token),
+        ProviderTokens {
+            id_token: Some(who.id_token),
+            refresh_token: who.refresh_token,
+        },
     )
     .await
     .map_err(|e| {

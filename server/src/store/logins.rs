@@ -55,6 +55,11 @@ pub struct Login {
     pub revoked_by: Option<String>,
     /// The OIDC ID token, the hint of an RP-initiated logout.
     pub id_token: Option<String>,
+    /// The OIDC refresh token, when the provider gave one: the server asks the provider with
+    /// it whether the login still holds and what the groups are now.
+    pub refresh_token: Option<String>,
+    /// When the provider was last asked (the sign-in, for a login just made).
+    pub claims_checked_at: OffsetDateTime,
 }
 
 impl Login {
@@ -77,6 +82,8 @@ pub(crate) struct LoginRow {
     revoked_at: Option<OffsetDateTime>,
     revoked_by: Option<String>,
     id_token: Option<String>,
+    refresh_token: Option<String>,
+    claims_checked_at: OffsetDateTime,
 }
 
 impl TryFrom<LoginRow> for Login {
@@ -102,6 +109,8 @@ impl TryFrom<LoginRow> for Login {
             revoked_at: r.revoked_at,
             revoked_by: r.revoked_by,
             id_token: r.id_token,
+            refresh_token: r.refresh_token,
+            claims_checked_at: r.claims_checked_at,
         })
     }
 }

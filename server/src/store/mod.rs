@@ -173,6 +173,23 @@ pub trait Store: Send + Sync + 'static {
         user: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Vec<Login>, StoreError>;
+    /// Claims the provider check of login `id` that was last checked at `checked_at`, moving
+    /// that to `now`; false when another request (on any replica) claimed it first, so one
+    /// refresh token is never spent twice.
+    async fn claim_login_check(
+        &self,
+        id: Uuid,
+        checked_at: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
+    /// Records what the provider said about live login `id`: its groups now and the refresh
+    /// token to use next.
+    async fn set_login_claims(
+        &self,
+        id: Uuid,
+        groups: &[String],
+        refresh_token: Option<&str>,
+    ) -> Result<(), StoreError>;
     /// Deletes logins that expired before `before` (they can no longer be used, and the
     /// audit trail of sessions names users, not logins); how many.
     async fn prune_logins(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
@@ -408,8 +425,9 @@ macro_rules! sql_store {
                 let groups = serde_json::to_string(&l.groups).unwrap_or_else(|_| "[]".into());
                 let done = sqlx::query(
                     "INSERT INTO breakglass_logins (id, user_name, source, groups_json, nonce, \
-                     created_at, expires_at, revoked_at, revoked_by, id_token) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                     created_at, expires_at, revoked_at, revoked_by, id_token, refresh_token, \
+                     claims_checked_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 )
                 .bind(l.id)
                 .bind(l.user.as_str())
@@ -421,6 +439,8 @@ macro_rules! sql_store {
                 .bind(l.revoked_at)
                 .bind(l.revoked_by.as_deref())
                 .bind(l.id_token.as_deref())
+                .bind(l.refresh_token.as_deref())
+                .bind(l.claims_checked_at)
                 .execute(&self.pool)
                 .await;
                 match done {
@@ -477,6 +497,43 @@ macro_rules! sql_store {
                 .fetch_all(&self.pool)
                 .await?;
                 rows.into_iter().map(crate::store::Login::try_from).collect()
+            }
+
+            async fn claim_login_check(
+                &self,
+                id: Uuid,
+                checked_at: time::OffsetDateTime,
+                now: time::OffsetDateTime,
+            ) -> Result<bool, StoreError> {
+                let done = sqlx::query(
+                    "UPDATE breakglass_logins SET claims_checked_at = $1 \
+                     WHERE id = $2 AND claims_checked_at = $3 AND revoked_at IS NULL",
+                )
+                .bind(now)
+                .bind(id)
+                .bind(checked_at)
+                .execute(&self.pool)
+                .await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn set_login_claims(
+                &self,
+                id: Uuid,
+                groups: &[String],
+                refresh_token: Option<&str>,
+            ) -> Result<(), StoreError> {
+                let groups = serde_json::to_string(groups).unwrap_or_else(|_| "[]".into());
+                sqlx::query(
+                    "UPDATE breakglass_logins SET groups_json = $1, refresh_token = $2 \
+                     WHERE id = $3 AND revoked_at IS NULL",
+                )
+                .bind(groups)
+                .bind(refresh_token)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
             }
 
             async fn prune_logins(&self, before: time::OffsetDateTime) -> Result<u64, StoreError> {
