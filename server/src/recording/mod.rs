@@ -19,10 +19,12 @@
 mod local;
 mod rekor;
 mod s3;
+pub mod segment;
 mod settings;
 mod verify;
 mod writer;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,15 +43,18 @@ pub use s3::{
 pub use settings::{RecordingSettings, TransparencyLogSettings};
 pub use verify::{checks, verify, Check, CheckOutcome, VerifyReport};
 pub use writer::{
-    ended_reason, handed_over, CastWriter, OnStored, RecordingFailed, SessionInfo, WriterConfig,
-    WriterState,
+    ended_reason, handed_over, read_back, CastWriter, OnStored, RecordingFailed, Resumable,
+    SessionInfo, Tail, WriterConfig, WriterState,
 };
 
 /// `Content-Type` of a stored cast.
 pub const CONTENT_TYPE: &str = "application/x-asciicast";
 
-/// Default retention of every stored version (GOVERNANCE mode): 365 days.
+/// Default retention of every final cast (GOVERNANCE mode): 365 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// Default retention of every segment (GOVERNANCE mode): 30 days.
+pub const DEFAULT_SEGMENT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
 /// The object key of a session's recording: `sessions/<id>.cast`.
 pub fn recording_key(session: Uuid) -> String {
@@ -85,7 +90,14 @@ pub enum StoreError {
     /// The key is not a safe relative object key.
     #[error("invalid recording key {0:?}")]
     InvalidKey(String),
+    /// What is stored does not check out (a broken segment chain, bytes that do not hash to
+    /// what they should): nothing was written from it.
+    #[error("stored recording does not check out: {0}")]
+    Corrupt(String),
 }
+
+/// The metadata stored with a version (the segment chain's links); empty for a final cast.
+pub type Meta = BTreeMap<String, String>;
 
 /// One stored version of a recording.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,19 +128,39 @@ impl StoredVersion {
 pub struct CastBody {
     bytes: Vec<u8>,
     sha256: [u8; 32],
+    meta: Meta,
 }
 
 impl CastBody {
     /// Hashes `bytes`.
     pub fn new(bytes: Vec<u8>) -> CastBody {
         let sha256 = Sha256::digest(&bytes).into();
-        CastBody { bytes, sha256 }
+        CastBody {
+            bytes,
+            sha256,
+            meta: Meta::new(),
+        }
     }
 
     /// `bytes` with a digest already computed incrementally by the writer.
     pub(crate) fn with_digest(bytes: Vec<u8>, sha256: [u8; 32]) -> CastBody {
         debug_assert_eq!(<[u8; 32]>::from(Sha256::digest(&bytes)), sha256);
-        CastBody { bytes, sha256 }
+        CastBody {
+            bytes,
+            sha256,
+            meta: Meta::new(),
+        }
+    }
+
+    /// The same body stored with `meta` (a segment's chain links).
+    pub fn with_meta(mut self, meta: Meta) -> CastBody {
+        self.meta = meta;
+        self
+    }
+
+    /// The metadata stored with the bytes.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
     }
 
     /// The bytes.
@@ -167,15 +199,46 @@ impl From<Vec<u8>> for CastBody {
     }
 }
 
+/// The bytes of an object handed over piece by piece, so that a large one is never held
+/// whole (the final cast assembled from its segments).
+#[async_trait]
+pub trait Chunks: Send {
+    /// The next piece; `None` at the end.
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError>;
+}
+
 /// Where recordings are kept. Every [`put_version`](RecordingStore::put_version) stores a new
 /// version of the key; nothing is ever overwritten or deleted through this trait.
 #[async_trait]
 pub trait RecordingStore: Send + Sync + 'static {
-    /// Stores `body` as a new version of `key`.
+    /// Stores `body` (with its metadata) as a new version of `key`, locked for the store's
+    /// retention.
     async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError>;
+
+    /// Stores a segment: like [`put_version`](RecordingStore::put_version), but locked for the
+    /// segments' own (shorter) retention.
+    async fn put_segment(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError>;
+
+    /// Stores the bytes `chunks` yields as a new version of `key` without holding them whole.
+    /// They must come to `bytes` bytes hashing to `sha256`; otherwise nothing is stored and the
+    /// answer is [`StoreError::Corrupt`] (or the source's own error).
+    async fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Chunks,
+        sha256: [u8; 32],
+        bytes: u64,
+    ) -> Result<StoredVersion, StoreError>;
 
     /// The bytes of `version` of `key` (`None`: the latest version).
     async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError>;
+
+    /// The bytes and metadata of `version` of `key` (`None`: the latest version).
+    async fn get_with_meta(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<(Vec<u8>, Meta, String), StoreError>;
 
     /// The id of the latest version of `key`.
     async fn latest_version(&self, key: &str) -> Result<String, StoreError>;
@@ -217,6 +280,7 @@ impl RecordingConfig {
         let backend = match S3Config::from_env()? {
             Some(s3) => Backend::S3(S3Config {
                 retention: settings.retention,
+                segment_retention: settings.segment_retention,
                 ..s3
             }),
             None => Backend::Local(settings.local_dir.clone()),
