@@ -366,20 +366,25 @@ async fn type_and_see(server: &ServerProcess, ws: &mut Ws, keys: &[u8], needle: 
     );
 }
 
-/// The versions of a local-store recording on disk, newest last.
-fn stored_versions(data: &std::path::Path, id: &str) -> Vec<std::path::PathBuf> {
-    let dir = data
-        .join("recordings")
-        .join(format!("sessions/{id}.cast.v"));
-    let mut v: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(&dir)
+/// What the segments of a local-store recording on disk hold: the latest version of each
+/// segment, in order, concatenated (the live recording before its final cast is stored).
+fn stored_segments(data: &std::path::Path, id: &str) -> String {
+    let dir = data.join("recordings").join(format!("sessions/{id}"));
+    let mut segments: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
-        .filter_map(|e| {
-            let e = e.ok()?;
-            Some((e.file_name().to_str()?.parse().ok()?, e.path()))
-        })
+        .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
-    v.sort();
-    v.into_iter().map(|(_, p)| p).collect()
+    segments.sort();
+    let mut cast = String::new();
+    for seg in segments {
+        let latest = std::fs::read_dir(&seg)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+            .max()
+            .unwrap();
+        cast.push_str(&std::fs::read_to_string(seg.join(latest.to_string())).unwrap());
+    }
+    cast
 }
 
 fn markers_of(events: &[breakglass_shared::recording::Event]) -> Vec<&str> {
@@ -463,8 +468,7 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     wait_stored(&alice, &id, "before-42").await;
     server.kill().await.unwrap();
     drop(ws);
-    let versions = stored_versions(&data, &id);
-    let latest = std::fs::read_to_string(versions.last().unwrap()).unwrap();
+    let latest = stored_segments(&data, &id);
     let (_, events) = breakglass_shared::recording::parse(&latest).unwrap();
     assert!(output_of(&events).contains("before-42"), "{latest}");
 
@@ -842,10 +846,8 @@ async fn spool_full_ends_the_session_and_keeps_what_was_stored() {
     type_and_see(&server, &mut ws, b"echo kept-$((4*4))\r", "kept-16").await;
     wait_stored(&alice, &id, "kept-16").await;
 
-    // The store breaks: the recording's version directory becomes a plain file.
-    let vdir = data
-        .join("recordings")
-        .join(format!("sessions/{id}.cast.v"));
+    // The store breaks: the directory of the recording's segments becomes a plain file.
+    let vdir = data.join("recordings").join(format!("sessions/{id}"));
     let aside = vdir.with_extension("aside");
     std::fs::rename(&vdir, &aside).unwrap();
     std::fs::write(&vdir, b"blocked").unwrap();
@@ -871,11 +873,25 @@ async fn spool_full_ends_the_session_and_keeps_what_was_stored() {
         "{d}"
     );
 
-    // The store comes back: what was stored before the failure is all there and verifies.
+    // The store comes back: what was stored before the failure is all there. The end could
+    // not store the final cast, so the sweep builds it from the segments; then it verifies.
     std::fs::remove_file(&vdir).unwrap();
     std::fs::rename(&aside, &vdir).unwrap();
     let (cast, events) = recording_of(&alice, &id).await;
     assert!(output_of(&events).contains("kept-16"), "{cast}");
+    let built = data
+        .join("recordings")
+        .join(format!("sessions/{id}.cast.v/1"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !built.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sweep did not build the final cast:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&built).unwrap(), cast);
     verified(&alice, &id).await;
 }
 

@@ -1,20 +1,24 @@
 //! Session recordings: the asciicast writer that the terminal relay tees into, the stores that
-//! keep every flushed version (an object-locked S3 bucket in production, a local directory for
-//! a first run) and the verification of a stored recording against the session row.
+//! keep its segments and final casts (an object-locked S3 bucket in production, a local
+//! directory for a first run) and the verification of a stored recording against the session
+//! row.
 //!
 //! How the pieces fit (see `docs/recording.md`):
 //!
 //! 1. Before a session starts, [`RecordingStore::check`] proves the store is reachable and
 //!    protected ("no recording, no session").
-//! 2. [`CastWriter::start`] stores a first version (the header) and spawns its flusher. The
-//!    relay calls [`CastWriter::output`] per chunk; every few seconds the flusher stores the
-//!    whole cast so far as a new version of `sessions/<id>.cast` and reports it through
-//!    [`OnStored`] (the caller turns it into `Progress::RecordingStored`).
-//! 3. [`CastWriter::finish`] writes the end marker and stores the final version; its
-//!    [`RecordingRef`] (key, version, SHA-256, bytes) is what goes on the session row.
+//! 2. [`CastWriter::start`] stores a first segment (the header) and spawns its flusher. The
+//!    relay calls [`CastWriter::output`] per chunk (and awaits [`CastWriter::ready`]); every few
+//!    seconds the flusher stores the bytes written since as the next segment of the chain
+//!    ([`segment`]) and reports it through [`OnStored`] (the caller turns it into
+//!    `Progress::RecordingStored`).
+//! 3. [`CastWriter::finish`] writes the end marker, stores the last segment and then the final
+//!    cast `sessions/<id>.cast`, streamed back from the segments; its [`RecordingRef`] (key,
+//!    version, SHA-256, bytes) is what goes on the session row.
 //! 4. When a transparency log is configured, the final hash is signed and anchored there
 //!    ([`TransparencyLog::anchor`]) and the entry goes on the row.
-//! 5. [`verify`] fetches a stored version again and checks it against the row and the log.
+//! 5. [`verify`] fetches the final cast again, checks it and the chain of segments against the
+//!    row and the log.
 
 mod local;
 mod rekor;

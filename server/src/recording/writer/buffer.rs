@@ -43,6 +43,8 @@ pub(super) struct Hot {
     pub(super) size_woken: bool,
     /// `total` when this writer started: the rate counts this run's bytes.
     pub(super) run_start: u64,
+    /// When this writer started, on tokio's clock (the one its waits sleep on).
+    pub(super) run_clock: tokio::time::Instant,
 }
 
 impl Hot {
@@ -67,6 +69,7 @@ impl Hot {
             handing_over: false,
             size_woken: false,
             run_start: total,
+            run_clock: tokio::time::Instant::now(),
         }
     }
 

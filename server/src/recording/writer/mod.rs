@@ -330,7 +330,7 @@ impl CastWriter {
                             // A second's worth of burst, then the average.
                             let run = (hot.total - hot.run_start) as f64;
                             let due = Duration::from_secs_f64(run / rate as f64);
-                            let ahead = due.saturating_sub(hot.start.elapsed());
+                            let ahead = due.saturating_sub(hot.run_clock.elapsed());
                             if ahead <= Duration::from_secs(1) {
                                 return Ok(());
                             }
