@@ -18,7 +18,7 @@ pub enum Resumable {
     /// The single-object layout: the latest version of `sessions/<id>.cast`, whole.
     Single(Vec<u8>),
     /// The segment layout.
-    Segments(Tail),
+    Segments(Box<Tail>),
 }
 
 /// What continuing a chain of segments needs.
@@ -92,7 +92,7 @@ pub async fn read_back(
         ))
     })?;
     let last_line = last.unwrap_or_else(|| header_line.clone());
-    Ok(Resumable::Segments(Tail {
+    Ok(Resumable::Segments(Box::new(Tail {
         last: RecordingRef {
             key: segment_key(final_key, chain.segments),
             version,
@@ -102,7 +102,7 @@ pub async fn read_back(
         header_line,
         last_line,
         chain,
-    }))
+    })))
 }
 
 /// Where a continued cast stands: the chain to extend, the bytes to carry over into its next
@@ -137,7 +137,7 @@ pub(super) fn continuation(
                     .map_err(|e| unreadable(format!("its last event: {e}")))?
                     .time
             };
-            (tail.chain, Vec::new(), header, last)
+            (tail.chain.clone(), Vec::new(), header, last)
         }
     };
     // Continue the clock from the wall time since the header's start (the time the server
