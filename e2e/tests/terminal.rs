@@ -1164,3 +1164,74 @@ async fn a_one_minute_session_ends_on_time_with_everything_closed() {
         .unwrap();
     assert!(left.items.is_empty(), "grant left: {:?}", left.items);
 }
+
+/// `cat` of a large file: output far past the old 64 MiB cap is shown whole and recorded
+/// whole, the session stays `Active`, and the recording (one `.cast`, built from its segments)
+/// downloads and verifies.
+#[tokio::test]
+async fn a_large_burst_is_shown_and_recorded_whole_without_ending_the_session() {
+    const BURST: u64 = 100_000_000;
+    let (server, alice, id, _dir, _ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    ws.send(Message::Binary(
+        Frame::Data(
+            format!("head -c {BURST} /dev/zero | tr '\\0' y; echo; echo burst-$((6*7))\r")
+                .as_bytes(),
+        )
+        .encode()
+        .into(),
+    ))
+    .await
+    .unwrap();
+    // Count what arrives rather than keeping it: 100 MB.
+    let (mut ys, mut tail) = (0u64, String::new());
+    while !tail.contains("burst-42") {
+        let msg = tokio::time::timeout(T, ws.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no output for {T:?} after {ys} bytes\n{}",
+                    server.log_text()
+                )
+            })
+            .unwrap()
+            .unwrap();
+        match msg {
+            Message::Binary(b) => {
+                if let Ok(Frame::Data(d)) = Frame::decode(&b) {
+                    ys += d.iter().filter(|c| **c == b'y').count() as u64;
+                    tail.push_str(&String::from_utf8_lossy(d));
+                    let keep = tail.len().saturating_sub(64);
+                    let keep = (keep..tail.len())
+                        .find(|i| tail.is_char_boundary(*i))
+                        .unwrap_or(0);
+                    tail.drain(..keep);
+                }
+            }
+            Message::Close(c) => panic!("closed during the burst: {c:?}\n{}", server.log_text()),
+            _ => {}
+        }
+    }
+    assert!(ys >= BURST, "{ys} of {BURST} bytes shown");
+    let d = alice.session(&id).await.unwrap();
+    assert_eq!(d["session"]["state"], "Active", "{d}");
+    let d = end_and_wait(&alice, &id).await;
+    let rec = &d["session"]["recording"];
+    assert!(rec["bytes"].as_u64().unwrap() > BURST, "{d}");
+    assert!(rec["key"].as_str().unwrap().ends_with(".cast"), "{d}");
+    let v = verified(&alice, &id).await;
+    let chain = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "segment chain")
+        .unwrap();
+    assert_eq!(chain["outcome"], "pass", "{v}");
+    let cast = alice
+        .get_text(&format!("/sessions/{id}/recording?download=true"))
+        .await
+        .unwrap();
+    assert_eq!(cast.len() as u64, rec["bytes"].as_u64().unwrap());
+    let end = &cast[cast.len() - 200..];
+    assert!(end.contains("\"m\", \"ended: "), "{end}");
+}

@@ -321,10 +321,7 @@ impl RecordingStore for LocalStore {
                 f.write_all(&chunk).map_err(|e| unavailable("write", e))?;
             }
             if len != bytes || <[u8; 32]>::from(hasher.finalize()) != sha256 {
-                return Err(StoreError::Corrupt(format!(
-                    "the pieces of {key} came to {len} bytes that do not hash to the expected {} ({bytes} bytes); nothing stored",
-                    hex::encode(sha256)
-                )));
+                return Err(super::pieces_mismatch(key, len, bytes, &sha256));
             }
             f.sync_all().map_err(|e| unavailable("write", e))?;
             Ok(())

@@ -100,6 +100,15 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// The answer of [`RecordingStore::put_chunks`] when the pieces of `key` came to `len` bytes
+/// that are not the `bytes` bytes hashing to `sha256` it was told.
+pub(crate) fn pieces_mismatch(key: &str, len: u64, bytes: u64, sha256: &[u8; 32]) -> StoreError {
+    StoreError::Corrupt(format!(
+        "the pieces of {key} came to {len} bytes that do not hash to the expected {} ({bytes} bytes); nothing stored",
+        hex::encode(sha256)
+    ))
+}
+
 /// The metadata stored with a version (the segment chain's links); empty for a final cast.
 pub type Meta = BTreeMap<String, String>;
 

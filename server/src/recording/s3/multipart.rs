@@ -13,20 +13,15 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use super::{classify, retain_until, S3Store};
-use crate::recording::{CastBody, Chunks, RecordingStore, StoreError, StoredVersion, CONTENT_TYPE};
+use crate::recording::{
+    pieces_mismatch, CastBody, Chunks, RecordingStore, StoreError, StoredVersion, CONTENT_TYPE,
+};
 
 /// Bytes per part (S3 wants at least 5 MiB for every part but the last).
 pub(super) const PART: usize = 8 * 1024 * 1024;
 
 fn b64(digest: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(digest)
-}
-
-fn mismatch(key: &str, len: u64, bytes: u64, sha256: &[u8; 32]) -> StoreError {
-    StoreError::Corrupt(format!(
-        "the pieces of {key} came to {len} bytes that do not hash to the expected {} ({bytes} bytes); nothing stored",
-        hex::encode(sha256)
-    ))
 }
 
 /// Fills `buf` from `chunks` up to [`PART`] bytes (or the end); false at the end.
@@ -59,7 +54,7 @@ pub(super) async fn put_chunks(
     if !more && carry.is_empty() {
         let body = CastBody::new(buf);
         if body.len() != bytes || body.digest() != sha256 {
-            return Err(mismatch(key, body.len(), bytes, &sha256));
+            return Err(pieces_mismatch(key, body.len(), bytes, &sha256));
         }
         return s3.put_version(key, body).await;
     }
@@ -152,7 +147,7 @@ async fn upload_parts(
         }
     }
     if len != bytes || <[u8; 32]>::from(hasher.finalize()) != sha256 {
-        return Err(mismatch(key, len, bytes, &sha256));
+        return Err(pieces_mismatch(key, len, bytes, &sha256));
     }
     let done = s3
         .client
