@@ -309,21 +309,40 @@ impl RecordingStore for LocalStore {
         let tmp = vdir.join(format!(".tmp-{}", Uuid::new_v4().simple()));
         create_vdir(&vdir).map_err(|e| unavailable("create the directory", e))?;
         let written = async {
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)
-                .map_err(|e| unavailable("write", e))?;
+            let path = tmp.clone();
+            let mut f = blocking(move || {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map_err(|e| {
+                        StoreError::Unavailable(format!("cannot write {}: {e}", path.display()))
+                    })
+            })
+            .await?;
             let (mut hasher, mut len) = (Sha256::new(), 0u64);
+            // Off the runtime's threads: a final cast can be gigabytes.
+            let write = |mut f: fs::File, chunk: Option<Vec<u8>>| {
+                blocking(move || {
+                    match &chunk {
+                        Some(c) => f.write_all(c),
+                        None => f.sync_all(),
+                    }
+                    .map_err(|e| {
+                        StoreError::Unavailable(format!("cannot write the final recording: {e}"))
+                    })?;
+                    Ok(f)
+                })
+            };
             while let Some(chunk) = chunks.next_chunk().await? {
                 hasher.update(&chunk);
                 len += chunk.len() as u64;
-                f.write_all(&chunk).map_err(|e| unavailable("write", e))?;
+                f = write(f, Some(chunk)).await?;
             }
             if len != bytes || <[u8; 32]>::from(hasher.finalize()) != sha256 {
                 return Err(super::pieces_mismatch(key, len, bytes, &sha256));
             }
-            f.sync_all().map_err(|e| unavailable("write", e))?;
+            write(f, None).await?;
             Ok(())
         }
         .await;
