@@ -399,20 +399,25 @@ async fn type_and_see(server: &ServerProcess, ws: &mut Ws, keys: &[u8], needle: 
     );
 }
 
-/// The versions of a local-store recording on disk, newest last.
-fn stored_versions(data: &std::path::Path, id: &str) -> Vec<std::path::PathBuf> {
-    let dir = data
-        .join("recordings")
-        .join(format!("sessions/{id}.cast.v"));
-    let mut v: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(&dir)
+/// What the segments of a local-store recording on disk hold: the latest version of each
+/// segment, in order, concatenated (the live recording before its final cast is stored).
+fn stored_segments(data: &std::path::Path, id: &str) -> String {
+    let dir = data.join("recordings").join(format!("sessions/{id}"));
+    let mut segments: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
-        .filter_map(|e| {
-            let e = e.ok()?;
-            Some((e.file_name().to_str()?.parse().ok()?, e.path()))
-        })
+        .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
-    v.sort();
-    v.into_iter().map(|(_, p)| p).collect()
+    segments.sort();
+    let mut cast = String::new();
+    for seg in segments {
+        let latest = std::fs::read_dir(&seg)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+            .max()
+            .unwrap();
+        cast.push_str(&std::fs::read_to_string(seg.join(latest.to_string())).unwrap());
+    }
+    cast
 }
 
 fn markers_of(events: &[breakglass_shared::recording::Event]) -> Vec<&str> {
@@ -496,8 +501,7 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     wait_stored(&alice, &id, "before-42").await;
     server.kill().await.unwrap();
     drop(ws);
-    let versions = stored_versions(&data, &id);
-    let latest = std::fs::read_to_string(versions.last().unwrap()).unwrap();
+    let latest = stored_segments(&data, &id);
     let (_, events) = breakglass_shared::recording::parse(&latest).unwrap();
     assert!(output_of(&events).contains("before-42"), "{latest}");
 
@@ -875,10 +879,8 @@ async fn spool_full_ends_the_session_and_keeps_what_was_stored() {
     type_and_see(&server, &mut ws, b"echo kept-$((4*4))\r", "kept-16").await;
     wait_stored(&alice, &id, "kept-16").await;
 
-    // The store breaks: the recording's version directory becomes a plain file.
-    let vdir = data
-        .join("recordings")
-        .join(format!("sessions/{id}.cast.v"));
+    // The store breaks: the directory of the recording's segments becomes a plain file.
+    let vdir = data.join("recordings").join(format!("sessions/{id}"));
     let aside = vdir.with_extension("aside");
     std::fs::rename(&vdir, &aside).unwrap();
     std::fs::write(&vdir, b"blocked").unwrap();
@@ -904,11 +906,25 @@ async fn spool_full_ends_the_session_and_keeps_what_was_stored() {
         "{d}"
     );
 
-    // The store comes back: what was stored before the failure is all there and verifies.
+    // The store comes back: what was stored before the failure is all there. The end could
+    // not store the final cast, so the sweep builds it from the segments; then it verifies.
     std::fs::remove_file(&vdir).unwrap();
     std::fs::rename(&aside, &vdir).unwrap();
     let (cast, events) = recording_of(&alice, &id).await;
     assert!(output_of(&events).contains("kept-16"), "{cast}");
+    let built = data
+        .join("recordings")
+        .join(format!("sessions/{id}.cast.v/1"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !built.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sweep did not build the final cast:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&built).unwrap(), cast);
     verified(&alice, &id).await;
 }
 
@@ -1180,4 +1196,75 @@ async fn a_one_minute_session_ends_on_time_with_everything_closed() {
         .await
         .unwrap();
     assert!(left.items.is_empty(), "grant left: {:?}", left.items);
+}
+
+/// `cat` of a large file: output far past the old 64 MiB cap is shown whole and recorded
+/// whole, the session stays `Active`, and the recording (one `.cast`, built from its segments)
+/// downloads and verifies.
+#[tokio::test]
+async fn a_large_burst_is_shown_and_recorded_whole_without_ending_the_session() {
+    const BURST: u64 = 100_000_000;
+    let (server, alice, id, _dir, _ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    ws.send(Message::Binary(
+        Frame::Data(
+            format!("head -c {BURST} /dev/zero | tr '\\0' y; echo; echo burst-$((6*7))\r")
+                .as_bytes(),
+        )
+        .encode()
+        .into(),
+    ))
+    .await
+    .unwrap();
+    // Count what arrives rather than keeping it: 100 MB.
+    let (mut ys, mut tail) = (0u64, String::new());
+    while !tail.contains("burst-42") {
+        let msg = tokio::time::timeout(T, ws.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no output for {T:?} after {ys} bytes\n{}",
+                    server.log_text()
+                )
+            })
+            .unwrap()
+            .unwrap();
+        match msg {
+            Message::Binary(b) => {
+                if let Ok(Frame::Data(d)) = Frame::decode(&b) {
+                    ys += d.iter().filter(|c| **c == b'y').count() as u64;
+                    tail.push_str(&String::from_utf8_lossy(d));
+                    let keep = tail.len().saturating_sub(64);
+                    let keep = (keep..tail.len())
+                        .find(|i| tail.is_char_boundary(*i))
+                        .unwrap_or(0);
+                    tail.drain(..keep);
+                }
+            }
+            Message::Close(c) => panic!("closed during the burst: {c:?}\n{}", server.log_text()),
+            _ => {}
+        }
+    }
+    assert!(ys >= BURST, "{ys} of {BURST} bytes shown");
+    let d = alice.session(&id).await.unwrap();
+    assert_eq!(d["session"]["state"], "Active", "{d}");
+    let d = end_and_wait(&alice, &id).await;
+    let rec = &d["session"]["recording"];
+    assert!(rec["bytes"].as_u64().unwrap() > BURST, "{d}");
+    assert!(rec["key"].as_str().unwrap().ends_with(".cast"), "{d}");
+    let v = verified(&alice, &id).await;
+    let chain = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "segment chain")
+        .unwrap();
+    assert_eq!(chain["outcome"], "pass", "{v}");
+    let cast = alice
+        .get_text(&format!("/sessions/{id}/recording?download=true"))
+        .await
+        .unwrap();
+    assert_eq!(cast.len() as u64, rec["bytes"].as_u64().unwrap());
+    let end = &cast[cast.len() - 200..];
+    assert!(end.contains("\"m\", \"ended: "), "{end}");
 }

@@ -1,9 +1,20 @@
-//! Throughput of the recording hot path: 100 MB of terminal output in 4 KiB chunks through
-//! `CastWriter::output`, against a baseline that only copies the same chunks into a `Vec`, in
-//! the same run. Prints ratios; asserts nothing about time.
+//! Two measurements, both against a baseline measured in the same run:
+//!
+//! 1. Storage (`storage.rs`): 1, 10 and 60 minutes of steady output and a 500 MB burst,
+//!    recorded in segments; prints the bytes kept in the store over the final cast's, and the
+//!    writer's peak heap, for the segment layout and for the single-object layout it replaced
+//!    (every flush the whole cast so far), replayed over the same flushes.
+//! 2. Throughput of the hot path: 100 MB of terminal output in 4 KiB chunks through
+//!    `CastWriter::output`, against only copying the same chunks into a `Vec`.
+//!
+//! Prints ratios; asserts nothing about time.
 //!
 //! Run: `cargo bench -p breakglass-server --bench recording`
-//! (`BENCH_MB=20` for a shorter run).
+//! (`BENCH_MB=20` for a shorter throughput run, `BENCH_BURST_MB=100` for a smaller burst,
+//! `BENCH_ONLY=storage` or `BENCH_ONLY=throughput` for one of them).
+
+#[path = "recording/storage.rs"]
+mod storage;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -12,6 +23,9 @@ use std::time::{Duration, Instant};
 use breakglass_server::recording::{
     recording_key, CastWriter, LocalStore, RecordingStore, SessionInfo, WriterConfig,
 };
+
+#[global_allocator]
+static HEAP: storage::Counting = storage::Counting;
 
 const CHUNK: usize = 4096;
 
@@ -98,6 +112,13 @@ fn mbps(bytes: usize, t: Duration) -> f64 {
 }
 
 fn main() {
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    if only != "throughput" {
+        storage::run();
+    }
+    if only == "storage" {
+        return;
+    }
     let mb: usize = std::env::var("BENCH_MB")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -129,6 +129,10 @@ impl Relay {
                     if sink.send(Message::Binary(frame.into())).await.is_err() {
                         break CloseReason { code: 1001, reason: "browser gone".into() };
                     }
+                    // The recording's bounds (its unstored tail, its rate) slow the pod too.
+                    if let Err(e) = writer.ready().await {
+                        break CloseReason { code: close::SESSION_ENDED, reason: e.to_string() };
+                    }
                 }
                 // Browser → pod.
                 msg = stream.next() => {

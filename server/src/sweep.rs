@@ -187,6 +187,8 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
     }
     report.driven = drive_stuck(ctx).await?;
     report.anchored = anchor_ended(ctx, now).await?;
+    // Recordings whose end could not store the final cast: built from their segments.
+    ctx.recorder.rebuild_finals(now).await;
     report.orphans_removed = reconcile(ctx).await?;
     prune_logins(ctx, now).await;
     Ok(report)

@@ -13,10 +13,13 @@ use std::time::Duration;
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ObjectLockMode;
+use breakglass_server::recording::segment::{
+    parse_segment_key, read_chain, read_recording, segment_key,
+};
 use breakglass_server::recording::{
-    checks, recording_key, sha256_hex, verify, CastWriter, CheckOutcome, InitBucketOutcome,
-    LocalStore, RecordingStore, S3Config, S3Store, SessionInfo, StoreError, WriterConfig,
-    WriterState,
+    checks, read_back, recording_key, sha256_hex, verify, CastWriter, CheckOutcome,
+    InitBucketOutcome, LocalStore, RecordingStore, Resumable, S3Config, S3Store, SessionInfo,
+    StoreError, WriterConfig, WriterState,
 };
 use breakglass_shared::recording::{parse, Code};
 use breakglass_shared::session::RecordingRef;
@@ -238,8 +241,10 @@ async fn play_session(w: &CastWriter) {
     w.output(b"\r\n$ exit\r\n").unwrap();
 }
 
-/// Every reported version is stored, complete (parses, ends with a newline), and a prefix of
-/// the next; ids are distinct; the last is the final cast.
+/// Every reported version but the last names a segment: the segments through it are a
+/// complete cast (parses, ends with a newline) hashing to what the row would say, and a prefix
+/// of the next; each segment holds only bytes no earlier one holds (their sizes add up to the
+/// final cast); the last is the final cast, stored once, the segments concatenated.
 async fn check_versions(
     store: &dyn RecordingStore,
     versions: &[RecordingRef],
@@ -250,26 +255,34 @@ async fn check_versions(
         "expected several versions, got {versions:?}"
     );
     assert_eq!(versions.last(), Some(last));
-    let ids: std::collections::HashSet<_> = versions.iter().map(|v| v.version.clone()).collect();
-    assert_eq!(
-        ids.len(),
-        versions.len(),
-        "version ids distinct: {versions:?}"
-    );
+    assert!(parse_segment_key(&last.key).is_none(), "{last:?}");
+    let segments = &versions[..versions.len() - 1];
     let mut prev: Vec<u8> = Vec::new();
-    for v in versions {
-        let bytes = store.get(&v.key, Some(&v.version)).await.unwrap();
+    let mut segment_bytes = 0;
+    for (i, v) in segments.iter().enumerate() {
+        let (final_key, n) = parse_segment_key(&v.key).unwrap();
+        assert_eq!((final_key.as_str(), n), (last.key.as_str(), i as u64 + 1));
+        let (body, _, _) = store.get_with_meta(&v.key, Some(&v.version)).await.unwrap();
+        segment_bytes += body.len() as u64;
+        let bytes = read_chain(store, &final_key, Some(n)).await.unwrap();
         assert_eq!(bytes.len() as u64, v.bytes);
         assert_eq!(sha256_hex(&bytes), v.sha256);
         assert!(bytes.ends_with(b"\n"));
         let text = std::str::from_utf8(&bytes).unwrap();
-        parse(text).unwrap_or_else(|e| panic!("version {} is not a valid cast: {e}", v.version));
+        parse(text).unwrap_or_else(|e| panic!("segments through {n} are not a valid cast: {e}"));
         assert!(
             bytes.starts_with(&prev),
             "each version extends the previous"
         );
         prev = bytes;
     }
+    let whole = store.get(&last.key, Some(&last.version)).await.unwrap();
+    assert_eq!(whole, prev, "the final cast is the segments concatenated");
+    assert_eq!(segment_bytes, last.bytes, "segments store each byte once");
+    assert_eq!(
+        (last.bytes, last.sha256.clone()),
+        (whole.len() as u64, sha256_hex(&whole))
+    );
     let (header, events) = parse(std::str::from_utf8(&prev).unwrap()).unwrap();
     assert_eq!((header.version, header.width, header.height), (2, 100, 30));
     let markers: Vec<_> = events
@@ -344,6 +357,22 @@ async fn s3_versions_are_complete_casts_locked_and_readable_by_asciinema() {
     let until = head.object_lock_retain_until_date().unwrap().secs();
     let in_a_year = time::OffsetDateTime::now_utc().unix_timestamp() + 365 * 86_400;
     assert!((until - in_a_year).abs() < 600, "retain until {until}");
+    // Each segment is locked too, for the segments' shorter retention (30 days by default).
+    let head = root
+        .client()
+        .head_object()
+        .bucket(&root.config().bucket)
+        .key(segment_key(&key, 1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.object_lock_mode(), Some(&ObjectLockMode::Governance));
+    let until = head.object_lock_retain_until_date().unwrap().secs();
+    let in_a_month = time::OffsetDateTime::now_utc().unix_timestamp() + 30 * 86_400;
+    assert!(
+        (until - in_a_month).abs() < 600,
+        "segment retain until {until}"
+    );
 
     // The stock asciinema CLI plays it.
     let played = asciinema_cat(&bytes);
@@ -462,7 +491,7 @@ async fn s3_tampering_fails_verification_naming_the_check() {
     let good = w.finish("UserEnded").await.unwrap();
     assert!(verify(&user, None, &good, None).await.ok());
 
-    // A row that does not match the stored bytes.
+    // A row that does not match the stored bytes (nor, so, the segments).
     let r = verify(
         &user,
         None,
@@ -473,7 +502,11 @@ async fn s3_tampering_fails_verification_naming_the_check() {
         None,
     )
     .await;
-    assert_eq!(r.failed(), [checks::HASH_ON_RECORD], "{r}");
+    assert_eq!(
+        r.failed(),
+        [checks::HASH_ON_RECORD, checks::SEGMENTS],
+        "{r}"
+    );
     let r = verify(
         &user,
         None,
@@ -484,7 +517,7 @@ async fn s3_tampering_fails_verification_naming_the_check() {
         None,
     )
     .await;
-    assert_eq!(r.failed(), [checks::BYTE_COUNT], "{r}");
+    assert_eq!(r.failed(), [checks::BYTE_COUNT, checks::SEGMENTS], "{r}");
     let r = verify(
         &user,
         None,
@@ -572,8 +605,7 @@ async fn s3_outage_retries_recovers_and_fails_past_the_spool_limit() {
     s3.up();
     wait_for("Healthy", 30, || w.state() == WriterState::Healthy).await;
     wait_for("a new version", 10, || versions.all().len() > before).await;
-    let stored = store
-        .get(&key, Some(&versions.all().last().unwrap().version))
+    let stored = read_recording(store.as_ref(), versions.all().last().unwrap(), false)
         .await
         .unwrap();
     assert!(String::from_utf8_lossy(&stored).contains(&"b".repeat(10_000)));
@@ -919,20 +951,20 @@ async fn local_tampering_fails_verification() {
     assert!(r.to_string().contains("version missing"), "{r}");
 }
 
-/// Blocks writes to `key` in a local store even for root: the versions directory is
-/// replaced by a plain file. Returns the moved-away directory to restore.
+/// Blocks writes of the segments of `key` in a local store even for root: their directory
+/// is replaced by a plain file. Returns the moved-away directory to restore.
 fn block_local(local: &LocalStore, key: &str) -> PathBuf {
-    let vdir = local.versions_dir(key).unwrap();
-    let aside = vdir.with_extension("aside");
-    std::fs::rename(&vdir, &aside).unwrap();
-    std::fs::write(&vdir, b"blocked").unwrap();
+    let dir = local.dir().join(key.strip_suffix(".cast").unwrap());
+    let aside = dir.with_extension("aside");
+    std::fs::rename(&dir, &aside).unwrap();
+    std::fs::write(&dir, b"blocked").unwrap();
     aside
 }
 
 fn unblock_local(local: &LocalStore, key: &str, aside: &Path) {
-    let vdir = local.versions_dir(key).unwrap();
-    std::fs::remove_file(&vdir).unwrap();
-    std::fs::rename(aside, &vdir).unwrap();
+    let dir = local.dir().join(key.strip_suffix(".cast").unwrap());
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::rename(aside, &dir).unwrap();
 }
 
 #[tokio::test]
@@ -960,7 +992,7 @@ async fn local_outage_retries_recovers_and_fails_past_the_spool_limit() {
     w.output(&[b'y'; 8000]).unwrap();
     unblock_local(&local, &key, &aside);
     wait_for("Healthy", 10, || w.state() == WriterState::Healthy).await;
-    let latest = store.get(&key, None).await.unwrap();
+    let latest = read_chain(store.as_ref(), &key, None).await.unwrap();
     assert!(String::from_utf8_lossy(&latest).contains(&"y".repeat(8000)));
 
     let aside = block_local(&local, &key);
@@ -1031,8 +1063,9 @@ async fn writer_bounds_size_records_input_only_when_asked_and_closes_on_drop() {
     drop(w);
     let mut text = String::new();
     for _ in 0..100 {
-        text = String::from_utf8(store.get(&key, None).await.unwrap()).unwrap();
-        if text.contains("ended: recording writer dropped") {
+        // The final cast appears once the flusher stored the closed cast.
+        if let Ok(bytes) = store.get(&key, None).await {
+            text = String::from_utf8(bytes).unwrap();
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1060,7 +1093,7 @@ async fn resumed_writer_continues_the_stored_cast() {
     })
     .await;
     // The crash: the first writer's flusher is gone with the process; what is stored stays.
-    let stored = store.get(&key, None).await.unwrap();
+    let stored = read_chain(store.as_ref(), &key, None).await.unwrap();
     assert!(String::from_utf8_lossy(&stored).contains("before the crash"));
     std::mem::forget(first);
 
@@ -1068,7 +1101,7 @@ async fn resumed_writer_continues_the_stored_cast() {
     let second = CastWriter::resume(
         store.clone(),
         &key,
-        stored.clone(),
+        read_back(store.as_ref(), &key).await.unwrap(),
         "server restarted",
         fast_config(),
         again.sink(),
@@ -1117,7 +1150,7 @@ async fn resumed_writer_continues_the_stored_cast() {
         let e = CastWriter::resume(
             store.clone(),
             &key,
-            bad.to_vec(),
+            Resumable::Single(bad.to_vec()),
             "x",
             fast_config(),
             |_| {},
@@ -1146,15 +1179,19 @@ async fn handed_off_writer_stores_everything_and_the_next_continues_it() {
         first.output(b"late").is_err(),
         "a handed-off writer takes nothing more"
     );
-    let stored = store.get(&key, Some(&last.version)).await.unwrap();
+    let stored = read_recording(store.as_ref(), &last, false).await.unwrap();
     assert_eq!(last.sha256, sha256_hex(&stored));
+    assert!(
+        store.get(&key, None).await.is_err(),
+        "a handover stores no final cast"
+    );
     assert!(breakglass_server::recording::handed_over(&stored));
     assert_eq!(breakglass_server::recording::ended_reason(&stored), None);
 
     let second = CastWriter::resume(
         store.clone(),
         &key,
-        stored.clone(),
+        read_back(store.as_ref(), &key).await.unwrap(),
         "handed over by another server replica",
         fast_config(),
         Versions::default().sink(),
@@ -1181,4 +1218,496 @@ async fn handed_off_writer_stores_everything_and_the_next_continues_it() {
         .unwrap();
     assert_eq!(resumed, handed + 1, "{data:?}");
     assert_eq!(data.last(), Some(&"ended: UserEnded"));
+}
+
+// ------------------------------------------------------------------------- segments
+
+/// Records a small session (several segments) and returns its final reference.
+async fn segmented_recording(store: Arc<dyn RecordingStore>, key: &str) -> RecordingRef {
+    let versions = Versions::default();
+    let w = CastWriter::start(store.clone(), key, info(), fast_config(), versions.sink())
+        .await
+        .unwrap();
+    play_session(&w).await;
+    let last = w.finish("UserEnded").await.unwrap();
+    check_versions(store.as_ref(), &versions.all(), &last).await;
+    let report = verify(store.as_ref(), None, &last, None).await;
+    assert!(report.ok(), "{report}");
+    assert!(matches!(
+        report.outcome(checks::SEGMENTS),
+        Some(CheckOutcome::Pass(t)) if t.contains("segments")
+    ));
+    last
+}
+
+/// Changes a store behind the server's back, the way someone with access to it could.
+#[async_trait::async_trait]
+trait Tamper {
+    /// Replaces `key`'s (latest) body and metadata.
+    async fn rewrite(&self, key: &str, body: Vec<u8>, meta: HashMap<String, String>);
+    /// Removes `key`.
+    async fn remove(&self, key: &str);
+}
+
+#[async_trait::async_trait]
+impl Tamper for LocalStore {
+    async fn rewrite(&self, key: &str, body: Vec<u8>, meta: HashMap<String, String>) {
+        use std::os::unix::fs::PermissionsExt;
+        let latest = self.latest_version(key).await.unwrap();
+        let path = self.version_path(key, &latest).unwrap();
+        let meta_path = path.with_extension("meta");
+        for p in [&path, &meta_path].into_iter().filter(|p| p.exists()) {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        std::fs::write(&path, body).unwrap();
+        if !meta.is_empty() {
+            std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+        }
+    }
+    async fn remove(&self, key: &str) {
+        std::fs::remove_dir_all(self.versions_dir(key).unwrap()).unwrap();
+    }
+}
+
+/// The root key of a versitygw: a new version for a rewrite, every version deleted with the
+/// governance bypass for a removal.
+struct RootTamper(S3Store);
+
+#[async_trait::async_trait]
+impl Tamper for RootTamper {
+    async fn rewrite(&self, key: &str, body: Vec<u8>, meta: HashMap<String, String>) {
+        self.0
+            .client()
+            .put_object()
+            .bucket(&self.0.config().bucket)
+            .key(key)
+            .set_metadata(Some(meta))
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .unwrap();
+    }
+    async fn remove(&self, key: &str) {
+        while let Ok(v) = self.0.latest_version(key).await {
+            self.0
+                .client()
+                .delete_object()
+                .bucket(&self.0.config().bucket)
+                .key(key)
+                .version_id(v)
+                .bypass_governance_retention(true)
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// Tampering with a segment, removing one, reordering two and truncating the final cast are
+/// each caught, the first bad segment named.
+async fn chain_tampering_is_caught(store: Arc<dyn RecordingStore>, tamper: &dyn Tamper) {
+    let seg = |key: &str, n| segment_key(key, n);
+    let read = |key: String| {
+        let store = store.clone();
+        async move {
+            let (b, m, _) = store.get_with_meta(&key, None).await.unwrap();
+            (b, m.into_iter().collect::<HashMap<_, _>>())
+        }
+    };
+    let failed_chain =
+        |r: &breakglass_server::recording::VerifyReport| match r.outcome(checks::SEGMENTS) {
+            Some(CheckOutcome::Fail(t)) => t.clone(),
+            other => panic!("segment chain not failed: {other:?}\n{r}"),
+        };
+
+    // A segment's bytes changed (its own links left as they were).
+    let key = recording_key(Uuid::now_v7());
+    let row = segmented_recording(store.clone(), &key).await;
+    let (body, meta) = read(seg(&key, 2)).await;
+    let changed = String::from_utf8(body).unwrap().replace("world", "WORLD");
+    tamper
+        .rewrite(&seg(&key, 2), changed.into_bytes(), meta)
+        .await;
+    let r = verify(store.as_ref(), None, &row, None).await;
+    assert!(failed_chain(&r).starts_with("segment 2:"), "{r}");
+
+    // A segment removed.
+    let key = recording_key(Uuid::now_v7());
+    let row = segmented_recording(store.clone(), &key).await;
+    tamper.remove(&seg(&key, 2)).await;
+    let r = verify(store.as_ref(), None, &row, None).await;
+    assert!(failed_chain(&r).starts_with("segment 2 is missing"), "{r}");
+    assert_eq!(r.failed(), [checks::SEGMENTS], "{r}");
+
+    // Two segments swapped, links and all.
+    let key = recording_key(Uuid::now_v7());
+    let row = segmented_recording(store.clone(), &key).await;
+    let (b2, m2) = read(seg(&key, 2)).await;
+    let (b3, m3) = read(seg(&key, 3)).await;
+    tamper.rewrite(&seg(&key, 2), b3, m3).await;
+    tamper.rewrite(&seg(&key, 3), b2, m2).await;
+    let r = verify(store.as_ref(), None, &row, None).await;
+    let why = failed_chain(&r);
+    assert!(
+        why.starts_with("segment 2:") && why.contains("holds segment 3"),
+        "{r}"
+    );
+
+    // The final cast truncated.
+    let key = recording_key(Uuid::now_v7());
+    let row = segmented_recording(store.clone(), &key).await;
+    let whole = store.get(&key, None).await.unwrap();
+    tamper
+        .rewrite(&key, whole[..whole.len() - 10].to_vec(), HashMap::new())
+        .await;
+    let r = verify(store.as_ref(), None, &row, None).await;
+    assert!(!r.ok(), "{r}");
+    assert!(
+        r.failed().contains(&checks::HASH_ON_RECORD)
+            || r.failed().contains(&checks::LATEST_VERSION),
+        "{r}"
+    );
+    // A row naming the truncated version (the row edited too) fails on the hash and on the
+    // segments, which still hold the whole cast.
+    let latest = store.latest_version(&key).await.unwrap();
+    let edited = RecordingRef {
+        version: latest,
+        bytes: whole.len() as u64 - 10,
+        sha256: sha256_hex(&whole[..whole.len() - 10]),
+        ..row.clone()
+    };
+    let r = verify(store.as_ref(), None, &edited, None).await;
+    assert!(r.failed().contains(&checks::SEGMENTS), "{r}");
+}
+
+#[tokio::test]
+async fn local_segment_chain_tampering_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = LocalStore::new(dir.path());
+    chain_tampering_is_caught(Arc::new(local.clone()), &local).await;
+}
+
+#[tokio::test]
+async fn s3_segment_chain_tampering_is_caught() {
+    let s3 = S3Server::start();
+    s3.create_bucket();
+    s3.add_limited_user().await;
+    chain_tampering_is_caught(Arc::new(s3.user_store()), &RootTamper(s3.root_store())).await;
+}
+
+/// A recording of the single-object layout (every flush a complete version) still plays,
+/// verifies, and is continued into segments.
+#[tokio::test]
+async fn old_layout_recording_plays_verifies_and_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn RecordingStore> = Arc::new(LocalStore::new(dir.path()));
+    let key = recording_key(Uuid::now_v7());
+    let header = "{\"version\":2,\"width\":100,\"height\":30,\"timestamp\":1717000000}\n";
+    let full = format!(
+        "{header}[0.5, \"o\", \"old layout \\u00e9\\r\\n\"]\n[1.0, \"m\", \"ended: UserEnded\"]\n"
+    );
+    store
+        .put_version(&key, header.as_bytes().to_vec().into())
+        .await
+        .unwrap();
+    let row = store
+        .put_version(&key, full.as_bytes().to_vec().into())
+        .await
+        .unwrap()
+        .to_ref(&key);
+    let r = verify(store.as_ref(), None, &row, None).await;
+    assert!(r.ok(), "{r}");
+    assert!(
+        matches!(r.outcome(checks::SEGMENTS), Some(CheckOutcome::Skipped(t)) if t.contains("single-object")),
+        "{r}"
+    );
+    let played = read_recording(store.as_ref(), &row, false).await.unwrap();
+    assert_eq!(played, full.as_bytes());
+    assert!(asciinema_cat(&played).contains("old layout \u{e9}"));
+
+    // A live one (no end marker yet) is carried over whole as the first segment.
+    let key = recording_key(Uuid::now_v7());
+    let live = format!("{header}[0.5, \"o\", \"before the upgrade\\r\\n\"]\n");
+    store
+        .put_version(&key, live.as_bytes().to_vec().into())
+        .await
+        .unwrap();
+    let from = read_back(store.as_ref(), &key).await.unwrap();
+    assert!(matches!(&from, Resumable::Single(b) if b == live.as_bytes()));
+    let w = CastWriter::resume(
+        store.clone(),
+        &key,
+        from,
+        "server restarted",
+        fast_config(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    w.output(b"after the upgrade\r\n").unwrap();
+    let last = w.finish("UserEnded").await.unwrap();
+    let cast = store.get(&key, Some(&last.version)).await.unwrap();
+    assert!(cast.starts_with(live.as_bytes()));
+    let r = verify(store.as_ref(), None, &last, None).await;
+    assert!(r.ok(), "{r}");
+    assert!(
+        matches!(r.outcome(checks::SEGMENTS), Some(CheckOutcome::Pass(_))),
+        "{r}"
+    );
+    assert!(asciinema_cat(&cast).contains("after the upgrade"));
+}
+
+/// A store that refuses to take a final cast (its end fails) until told otherwise.
+struct NoFinal {
+    inner: LocalStore,
+    refuse: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl RecordingStore for NoFinal {
+    async fn put_version(
+        &self,
+        key: &str,
+        body: breakglass_server::recording::CastBody,
+    ) -> Result<breakglass_server::recording::StoredVersion, StoreError> {
+        self.inner.put_version(key, body).await
+    }
+    async fn put_segment(
+        &self,
+        key: &str,
+        body: breakglass_server::recording::CastBody,
+    ) -> Result<breakglass_server::recording::StoredVersion, StoreError> {
+        self.inner.put_segment(key, body).await
+    }
+    async fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn breakglass_server::recording::Chunks,
+        sha256: [u8; 32],
+        bytes: u64,
+    ) -> Result<breakglass_server::recording::StoredVersion, StoreError> {
+        if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("refused for the test".into()));
+        }
+        self.inner.put_chunks(key, chunks, sha256, bytes).await
+    }
+    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError> {
+        self.inner.get(key, version).await
+    }
+    async fn get_with_meta(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<(Vec<u8>, breakglass_server::recording::Meta, String), StoreError> {
+        self.inner.get_with_meta(key, version).await
+    }
+    async fn latest_version(&self, key: &str) -> Result<String, StoreError> {
+        self.inner.latest_version(key).await
+    }
+    async fn check(&self) -> Result<(), StoreError> {
+        self.inner.check().await
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// An end that cannot store the final cast leaves the last segment on the row (its hash the
+/// whole cast's); the final cast is then built from the segments, the chain checked first, and
+/// a broken chain builds nothing.
+#[tokio::test]
+async fn final_cast_is_rebuilt_from_the_segments_after_a_failed_end() {
+    use breakglass_server::recording::segment::build_final;
+    let dir = tempfile::tempdir().unwrap();
+    let nofinal = Arc::new(NoFinal {
+        inner: LocalStore::new(dir.path()),
+        refuse: true.into(),
+    });
+    let store: Arc<dyn RecordingStore> = nofinal.clone();
+    let config = WriterConfig {
+        finish_timeout: Duration::from_millis(300),
+        ..fast_config()
+    };
+    let mut rows = Vec::new();
+    for _ in 0..2 {
+        let key = recording_key(Uuid::now_v7());
+        let w = CastWriter::start(store.clone(), &key, info(), config.clone(), |_| {})
+            .await
+            .unwrap();
+        w.output(b"kept in segments\r\n").unwrap();
+        let row = w.finish("UserEnded").await.unwrap();
+        assert_eq!(
+            parse_segment_key(&row.key).map(|(k, _)| k),
+            Some(key.clone())
+        );
+        let cast = read_chain(store.as_ref(), &key, None).await.unwrap();
+        assert_eq!(
+            (row.bytes, row.sha256.clone()),
+            (cast.len() as u64, sha256_hex(&cast))
+        );
+        let r = verify(store.as_ref(), None, &row, None).await;
+        assert!(r.failed().contains(&checks::VERSION_PRESENT), "{r}");
+        assert!(r.to_string().contains("not stored (yet)"), "{r}");
+        rows.push(row);
+    }
+    nofinal
+        .refuse
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+
+    let built = build_final(store.as_ref(), &rows[0])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (built.bytes, built.sha256.clone()),
+        (rows[0].bytes, rows[0].sha256.clone())
+    );
+    let r = verify(store.as_ref(), None, &rows[0], None).await;
+    assert!(r.ok(), "{r}");
+    assert!(
+        build_final(store.as_ref(), &rows[0])
+            .await
+            .unwrap()
+            .is_none(),
+        "built once"
+    );
+
+    // The second one's first segment was changed: nothing is built.
+    let (final_key, _) = parse_segment_key(&rows[1].key).unwrap();
+    let first = segment_key(&final_key, 1);
+    let (body, meta, _) = store.get_with_meta(&first, None).await.unwrap();
+    let mut body = body;
+    body[2] ^= 1;
+    nofinal
+        .inner
+        .rewrite(&first, body, meta.into_iter().collect())
+        .await;
+    match build_final(store.as_ref(), &rows[1]).await {
+        Err(StoreError::Corrupt(why)) => assert!(why.contains("segment 1"), "{why}"),
+        other => panic!("a broken chain builds nothing: {other:?}"),
+    }
+    assert!(matches!(
+        store.get(&final_key, None).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+/// Output far past the old 64 MiB cap is recorded whole without ending the session, the
+/// writer holding only its unstored tail, and the bucket keeps at most 2.2x the cast.
+#[tokio::test]
+async fn large_output_is_recorded_whole_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn RecordingStore> = Arc::new(LocalStore::new(dir.path()));
+    let key = recording_key(Uuid::now_v7());
+    let config = WriterConfig {
+        segment_bytes: 1024 * 1024,
+        max_rate: 0,
+        ..fast_config()
+    };
+    let w = CastWriter::start(store.clone(), &key, info(), config, |_| {})
+        .await
+        .unwrap();
+    let chunk: Vec<u8> = b"0123456789abcdef log line of a large file\r\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(16 * 1024)
+        .collect();
+    let mut peak = 0;
+    for _ in 0..(100 * 1024 * 1024 / chunk.len()) {
+        w.output(&chunk).unwrap();
+        w.ready().await.unwrap();
+        peak = peak.max(w.unstored());
+    }
+    assert!(peak <= 2 * 1024 * 1024 + 32 * 1024, "peak unstored {peak}");
+    let last = w.finish("UserEnded").await.unwrap();
+    assert!(last.bytes > 100 * 1024 * 1024);
+    let r = verify(store.as_ref(), None, &last, None).await;
+    assert!(r.ok(), "{r}");
+    let stored: u64 = walk(dir.path());
+    let ratio = stored as f64 / last.bytes as f64;
+    assert!(
+        ratio <= 2.2,
+        "stored {stored} for a {} byte cast",
+        last.bytes
+    );
+}
+
+fn walk(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                walk(&e.path())
+            } else {
+                m.len()
+            }
+        })
+        .sum()
+}
+
+/// Output ahead of the rate holds the relay back rather than being refused or dropped.
+#[tokio::test]
+async fn output_past_the_rate_waits_instead_of_failing() {
+    use futures::FutureExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn RecordingStore> = Arc::new(LocalStore::new(dir.path()));
+    for (rate, waits) in [(1024 * 1024, true), (0, false)] {
+        let key = recording_key(Uuid::now_v7());
+        let config = WriterConfig {
+            max_rate: rate,
+            ..fast_config()
+        };
+        let w = CastWriter::start(store.clone(), &key, info(), config, |_| {})
+            .await
+            .unwrap();
+        // Three seconds' worth at once: accepted, recorded, and then the relay waits.
+        w.output(&vec![b'r'; 3 * 1024 * 1024]).unwrap();
+        assert_eq!(w.ready().now_or_never().is_none(), waits, "rate {rate}");
+        let last = w.finish("UserEnded").await.unwrap();
+        assert!(last.bytes > 3 * 1024 * 1024);
+    }
+}
+
+/// A final cast larger than one upload part goes up in parts, locked like any final cast.
+#[tokio::test]
+async fn s3_large_final_cast_is_stored_in_parts_and_verifies() {
+    let s3 = S3Server::start();
+    s3.create_bucket();
+    s3.add_limited_user().await;
+    let store: Arc<dyn RecordingStore> = Arc::new(s3.user_store());
+    let key = recording_key(Uuid::now_v7());
+    let config = WriterConfig {
+        segment_bytes: 2 * 1024 * 1024,
+        max_rate: 0,
+        ..fast_config()
+    };
+    let w = CastWriter::start(store.clone(), &key, info(), config, |_| {})
+        .await
+        .unwrap();
+    let chunk = vec![b'p'; 64 * 1024];
+    for _ in 0..(20 * 1024 * 1024 / chunk.len()) {
+        w.output(&chunk).unwrap();
+        w.ready().await.unwrap();
+    }
+    let last = w.finish("UserEnded").await.unwrap();
+    assert_eq!(last.key, key);
+    let r = verify(store.as_ref(), None, &last, None).await;
+    assert!(r.ok(), "{r}");
+    let root = s3.root_store();
+    let head = root
+        .client()
+        .head_object()
+        .bucket(&root.config().bucket)
+        .key(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.object_lock_mode(), Some(&ObjectLockMode::Governance));
+    let until = head.object_lock_retain_until_date().unwrap().secs();
+    let in_a_year = time::OffsetDateTime::now_utc().unix_timestamp() + 365 * 86_400;
+    assert!((until - in_a_year).abs() < 600, "retain until {until}");
+    assert_eq!(head.content_length(), Some(last.bytes as i64));
 }

@@ -15,10 +15,14 @@ use crate::recording::{RecordingSettings, TransparencyLogSettings, WriterConfig}
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordingFileConfig {
-    /// Seconds between stored versions of a live recording (default 5).
+    /// Seconds between stored segments of a live recording (default 5): at most this much
+    /// is lost when the server dies.
     pub flush_interval_seconds: Option<u64>,
-    /// Largest recording in bytes (default 64 MiB); past it the session ends.
+    /// Largest recording in bytes (default 2 GiB); past it the session ends.
     pub max_bytes: Option<u64>,
+    /// Output recorded per second on average before the terminal is slowed (default 16 MiB;
+    /// 0: no rate). Nothing is dropped: the pod waits.
+    pub max_rate_bytes_per_second: Option<u64>,
     /// Most unstored bytes kept in memory while the store fails (default 16 MiB); past it the
     /// session ends (`RecordingFailed`) with everything stored up to then kept.
     pub spool_limit_bytes: Option<u64>,
@@ -31,8 +35,11 @@ pub struct RecordingFileConfig {
     pub retry_max_seconds: Option<u64>,
     /// Seconds the end of a session keeps trying to store the final version (default 60).
     pub finish_timeout_seconds: Option<u64>,
-    /// Days each stored version is locked in the bucket (GOVERNANCE; default 365).
+    /// Days each final recording is locked in the bucket (GOVERNANCE; default 365).
     pub retention_days: Option<u32>,
+    /// Days each segment is locked in the bucket (GOVERNANCE; default 30, at most
+    /// `retention_days`).
+    pub segment_retention_days: Option<u32>,
     /// Directory of the local store (default `<data_dir>/recordings`).
     pub local_dir: Option<PathBuf>,
     /// A Rekor-compatible transparency log for the final hashes; none when absent.
@@ -95,9 +102,22 @@ impl RecordingFileConfig {
             "max_bytes",
             self.max_bytes,
             64 * 1024,
-            4096 * MIB,
+            16 * 1024 * MIB,
             d.max_bytes as u64,
         )?;
+        let max_rate = bounded(
+            "max_rate_bytes_per_second",
+            self.max_rate_bytes_per_second,
+            0,
+            16 * 1024 * MIB,
+            d.max_rate,
+        )?;
+        if max_rate != 0 && max_rate < 64 * 1024 {
+            return Err(ConfigError::new(
+                "recording.max_rate_bytes_per_second",
+                "must be 0 (no rate) or at least 65536",
+            ));
+        }
         let spool = bounded(
             "spool_limit_bytes",
             self.spool_limit_bytes,
@@ -139,6 +159,13 @@ impl RecordingFileConfig {
             36_500,
             365,
         )?;
+        let segment_retention_days = bounded(
+            "segment_retention_days",
+            self.segment_retention_days.map(u64::from),
+            1,
+            retention_days,
+            30.min(retention_days),
+        )?;
         let transparency_log = self
             .transparency_log
             .map(|t| t.resolve(data_dir))
@@ -147,6 +174,8 @@ impl RecordingFileConfig {
             writer: WriterConfig {
                 flush_interval: Duration::from_secs(flush),
                 max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
+                segment_bytes: d.segment_bytes,
+                max_rate,
                 spool_limit: usize::try_from(spool).unwrap_or(usize::MAX),
                 record_input: self.record_input.unwrap_or(d.record_input),
                 retry_initial: Duration::from_millis(retry_initial),
@@ -154,6 +183,7 @@ impl RecordingFileConfig {
                 finish_timeout: Duration::from_secs(finish),
             },
             retention: Duration::from_secs(retention_days * 24 * 60 * 60),
+            segment_retention: Duration::from_secs(segment_retention_days * 24 * 60 * 60),
             local_dir: self
                 .local_dir
                 .unwrap_or_else(|| data_dir.join("recordings")),
@@ -209,9 +239,11 @@ mod tests {
             PathBuf::from(".breakglass/recordings")
         );
         assert_eq!(c.recording.retention.as_secs(), 365 * 86_400);
+        assert_eq!(c.recording.segment_retention.as_secs(), 30 * 86_400);
+        assert!(c.recording.writer.max_bytes >= 1 << 30);
         assert!(c.recording.transparency_log.is_none());
         let c = parse(
-            "[recording]\nflush_interval_seconds = 2\nrecord_input = true\nmax_bytes = 1048576\nspool_limit_bytes = 65536\nretry_initial_ms = 100\nretry_max_seconds = 3\nfinish_timeout_seconds = 9\nretention_days = 30\nlocal_dir = \"/srv/rec\"\n[recording.transparency_log]\nurl = \"http://127.0.0.1:3000/\"\nlog_public_key = \"/etc/rekor.pub\"",
+            "[recording]\nflush_interval_seconds = 2\nrecord_input = true\nmax_bytes = 1048576\nspool_limit_bytes = 65536\nretry_initial_ms = 100\nretry_max_seconds = 3\nfinish_timeout_seconds = 9\nretention_days = 30\nsegment_retention_days = 7\nmax_rate_bytes_per_second = 1048576\nlocal_dir = \"/srv/rec\"\n[recording.transparency_log]\nurl = \"http://127.0.0.1:3000/\"\nlog_public_key = \"/etc/rekor.pub\"",
         )
         .unwrap();
         let w = &c.recording.writer;
@@ -221,6 +253,14 @@ mod tests {
         assert_eq!(w.retry_initial.as_millis(), 100);
         assert_eq!((w.retry_max.as_secs(), w.finish_timeout.as_secs()), (3, 9));
         assert_eq!(c.recording.retention.as_secs(), 30 * 86_400);
+        assert_eq!(c.recording.segment_retention.as_secs(), 7 * 86_400);
+        assert_eq!(w.max_rate, 1_048_576);
+        assert!(
+            parse("[recording]\nretention_days = 10\nsegment_retention_days = 11")
+                .unwrap_err()
+                .to_string()
+                .contains("recording.segment_retention_days")
+        );
         assert_eq!(c.recording.local_dir, PathBuf::from("/srv/rec"));
         let t = c.recording.transparency_log.unwrap();
         assert_eq!(t.url, "http://127.0.0.1:3000");

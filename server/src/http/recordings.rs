@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::auth::CurrentUser;
 use crate::error::ApiError;
 use crate::http::extract::{ApiQuery, SessionId};
-use crate::recording::{recording_key, CheckOutcome};
+use crate::recording::CheckOutcome;
 use crate::state::AppState;
 
 /// Query of the recording download.
@@ -41,21 +41,10 @@ pub async fn recording(
     let (s, _) = user.session(&state, id, Action::ReadRecording).await?;
     let recorder = &state.recorder;
     let live = !s.state.is_final();
-    let version = if live {
-        None
-    } else {
-        s.recording.as_ref().map(|r| r.version.clone())
-    };
-    if s.recording.is_none() {
+    let Some(row) = s.recording.as_ref() else {
         return Err(ApiError::not_found("nothing was recorded for this session"));
-    }
-    let key = s
-        .recording
-        .as_ref()
-        .map_or_else(|| recording_key(id), |r| r.key.clone());
-    let bytes = recorder
-        .store()
-        .get(&key, version.as_deref().filter(|v| !v.is_empty()))
+    };
+    let bytes = crate::recording::segment::read_recording(recorder.store().as_ref(), row, live)
         .await
         .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("the recording store: {e}")))?;
     let mut res = ([(header::CONTENT_TYPE, "application/x-asciicast")], bytes).into_response();

@@ -18,6 +18,7 @@
 //! answer. See `docs/recording.md` for why the writer moves instead of the socket being proxied.
 
 mod anchor;
+mod finals;
 mod keeper;
 
 use std::collections::HashMap;
@@ -35,7 +36,7 @@ use uuid::Uuid;
 use crate::connections::Connections;
 use crate::ports::{RecorderEvent, Recording, RecordingError, Recordings, Terminals};
 use crate::recording::{
-    recording_key, CastWriter, OnStored, RecordingConfig, RecordingStore, SessionInfo,
+    recording_key, CastWriter, OnStored, RecordingConfig, RecordingStore, Resumable, SessionInfo,
     TransparencyLog, WriterState,
 };
 use crate::store::Store;
@@ -70,6 +71,8 @@ pub struct Recorder {
     /// This process's lease holder name.
     holder: String,
     writers: Mutex<HashMap<Uuid, CastWriter>>,
+    /// Ended sessions whose final cast the sweep found stored (it need not look again).
+    finals: std::sync::Mutex<std::collections::HashSet<Uuid>>,
 }
 
 /// Name of the lease of a session's recording.
@@ -119,6 +122,7 @@ impl Recorder {
             anchors: parts.anchors,
             holder: Uuid::now_v7().to_string(),
             writers: Mutex::new(HashMap::new()),
+            finals: std::sync::Mutex::default(),
         });
         keeper::spawn(
             Arc::downgrade(&recorder),
@@ -200,7 +204,7 @@ impl Recorder {
             )));
         }
         let existing = self.latest(s.id).await?;
-        let why = if crate::recording::handed_over(&existing) {
+        let why = if existing.handed_over() {
             "handed over by another server replica"
         } else {
             "server restarted"
@@ -256,34 +260,34 @@ impl Recorder {
         self.release(id).await;
     }
 
-    /// The newest stored version of the recording of `id`.
-    async fn latest(&self, id: Uuid) -> Result<Vec<u8>, RecordingError> {
-        self.store.get(&recording_key(id), None).await.map_err(|e| {
-            RecordingError::Resume(format!(
-                "the recording of this session cannot be read, so it cannot continue: {e}"
-            ))
-        })
+    /// The stored recording of `id`, read back (its segments checked) to continue it.
+    async fn latest(&self, id: Uuid) -> Result<Resumable, RecordingError> {
+        let key = recording_key(id);
+        crate::recording::read_back(self.store.as_ref(), &key)
+            .await
+            .map_err(|e| {
+                RecordingError::Resume(format!(
+                    "the recording of this session cannot be read, so it cannot continue: {e}"
+                ))
+            })
     }
 
-    /// A new writer continuing the stored recording of `s`. The stored bytes must extend the
-    /// version on the session row byte for byte, so a recording changed behind the server's
-    /// back is never continued.
+    /// A new writer continuing the stored recording of `s`. The stored bytes must extend what
+    /// the session row names byte for byte, so a recording changed behind the server's back
+    /// is never continued.
     async fn resume(
         &self,
         s: &Session,
-        existing: Vec<u8>,
+        existing: Resumable,
         why: &str,
     ) -> Result<CastWriter, RecordingError> {
         let key = recording_key(s.id);
         if let Some(row) = &s.recording {
-            let prefix = usize::try_from(row.bytes)
-                .ok()
-                .and_then(|n| existing.get(..n));
-            if prefix.map(crate::recording::sha256_hex).as_deref() != Some(row.sha256.as_str()) {
+            if !self.continues(row, &existing).await {
                 return Err(RecordingError::Resume(format!(
-                    "the stored recording {key} does not continue the version on the session row \
-                     (sha256 {}, {} bytes); it is not continued (run verify-recording)",
-                    row.sha256, row.bytes
+                    "the stored recording {key} does not continue what the session row names \
+                     ({} sha256 {}, {} bytes); it is not continued (run verify-recording)",
+                    row.key, row.sha256, row.bytes
                 )));
             }
         }
@@ -364,10 +368,16 @@ impl Recorder {
         self.release(id).await;
     }
 
-    /// Continues a stored, unfinished recording just to write its end.
+    /// Continues a stored, unfinished recording just to write its end; a recording whose end
+    /// is stored but not its final cast (the server died in between) gets its final cast.
     async fn finish_stored(&self, s: &Session, reason: &str) -> Result<(), RecordingError> {
         let bytes = self.latest(s.id).await?;
-        if crate::recording::ended_reason(&bytes).is_some() {
+        if bytes.ended_reason().is_some() {
+            if let Resumable::Segments(tail) = &bytes {
+                if let Some(done) = self.store_final(&tail.last).await? {
+                    self.report_stored(s.id).stored(done).await;
+                }
+            }
             return Ok(());
         }
         // Read the row again: the previous writer may have stored versions since `s`.

@@ -4,8 +4,10 @@
 //! written to a temporary file in the same directory, fsynced, made read-only, then published
 //! under its number with a hard link (atomic, and never replaces an existing version; a
 //! concurrent writer that lost the race takes the next number), and the directory is fsynced.
+//! A version stored with metadata (a segment's chain links) has them in `<n>.meta` (JSON),
+//! published before `<n>` itself, so a version is never seen without them.
 //! Nothing here stops a local administrator from changing files: integrity comes from the hash
-//! on the session row (see [`super::verify`]), not from the directory.
+//! on the session row and the segments' chain (see [`super::verify`]), not from the directory.
 
 use std::fs;
 use std::io::{self, Write};
@@ -14,7 +16,9 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::{CastBody, RecordingStore, StoreError, StoredVersion};
+use sha2::{Digest, Sha256};
+
+use super::{CastBody, Chunks, Meta, RecordingStore, StoreError, StoredVersion};
 
 /// How many version numbers a put tries before giving up (only reached under heavy
 /// contention on one key, which one writer per session never causes).
@@ -128,14 +132,8 @@ fn make_read_only(path: &Path) -> io::Result<()> {
 }
 
 fn put_blocking(vdir: &Path, body: &CastBody) -> io::Result<u64> {
-    let created = !vdir.exists();
-    fs::create_dir_all(vdir)?;
-    if created {
-        if let Some(parent) = vdir.parent() {
-            sync_dir(parent)?;
-        }
-    }
     let tmp = vdir.join(format!(".tmp-{}", Uuid::new_v4().simple()));
+    create_vdir(vdir)?;
     let result = (|| {
         let mut f = fs::OpenOptions::new()
             .write(true)
@@ -144,11 +142,59 @@ fn put_blocking(vdir: &Path, body: &CastBody) -> io::Result<u64> {
         f.write_all(body.bytes())?;
         f.sync_all()?;
         drop(f);
-        make_read_only(&tmp)?;
+        publish(vdir, &tmp, body.meta())
+    })();
+    if tmp.exists() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn create_vdir(vdir: &Path) -> io::Result<()> {
+    let created = !vdir.exists();
+    fs::create_dir_all(vdir)?;
+    if created {
+        if let Some(parent) = vdir.parent() {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `meta` as the sidecar of version `n` when there is any; false when `n` is taken.
+fn claim_meta(vdir: &Path, n: u64, meta: &Meta) -> io::Result<bool> {
+    if meta.is_empty() {
+        return Ok(true);
+    }
+    let path = vdir.join(format!("{n}.meta"));
+    let mut f = match fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    f.write_all(&serde_json::to_vec(meta).map_err(io::Error::other)?)?;
+    f.sync_all()?;
+    drop(f);
+    make_read_only(&path)?;
+    Ok(true)
+}
+
+/// Publishes the fsynced file `tmp` (and `meta`) as the next version in `vdir`.
+fn publish(vdir: &Path, tmp: &Path, meta: &Meta) -> io::Result<u64> {
+    {
+        make_read_only(tmp)?;
         let mut n = latest_number(vdir)? + 1;
         for _ in 0..MAX_PUBLISH_TRIES {
+            if !claim_meta(vdir, n, meta)? {
+                n += 1;
+                continue;
+            }
             let dest = vdir.join(n.to_string());
-            match fs::hard_link(&tmp, &dest) {
+            match fs::hard_link(tmp, &dest) {
                 Ok(()) => {
                     sync_dir(vdir)?;
                     return Ok(n);
@@ -161,7 +207,7 @@ fn put_blocking(vdir: &Path, body: &CastBody) -> io::Result<u64> {
                         n += 1;
                         continue;
                     }
-                    fs::rename(&tmp, &dest)?;
+                    fs::rename(tmp, &dest)?;
                     sync_dir(vdir)?;
                     return Ok(n);
                 }
@@ -172,11 +218,50 @@ fn put_blocking(vdir: &Path, body: &CastBody) -> io::Result<u64> {
             "no free version number after {MAX_PUBLISH_TRIES} tries in {}",
             vdir.display()
         )))
-    })();
-    if tmp.exists() {
-        let _ = fs::remove_file(&tmp);
     }
-    result
+}
+
+/// The version to read: `requested`, or the latest.
+fn pick(vdir: &Path, key: &str, requested: Option<u64>) -> Result<u64, StoreError> {
+    match requested {
+        Some(n) => Ok(n),
+        None => match latest_number(vdir) {
+            Ok(0) => Err(StoreError::NotFound {
+                key: key.to_string(),
+                version: None,
+            }),
+            Ok(n) => Ok(n),
+            Err(e) => Err(StoreError::Unavailable(format!(
+                "cannot list {}: {e}",
+                vdir.display()
+            ))),
+        },
+    }
+}
+
+fn read_version(vdir: &Path, key: &str, n: u64) -> Result<Vec<u8>, StoreError> {
+    let path = vdir.join(n.to_string());
+    fs::read(&path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => StoreError::NotFound {
+            key: key.to_string(),
+            version: Some(n.to_string()),
+        },
+        _ => StoreError::Unavailable(format!("cannot read {}: {e}", path.display())),
+    })
+}
+
+fn read_meta(vdir: &Path, n: u64) -> Result<Meta, StoreError> {
+    let path = vdir.join(format!("{n}.meta"));
+    match fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            StoreError::Corrupt(format!("{} is not readable metadata: {e}", path.display()))
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Meta::new()),
+        Err(e) => Err(StoreError::Unavailable(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
+    }
 }
 
 async fn blocking<T: Send + 'static>(
@@ -205,34 +290,109 @@ impl RecordingStore for LocalStore {
         })
     }
 
+    async fn put_segment(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+        // No locks here: a segment is kept like any version.
+        self.put_version(key, body).await
+    }
+
+    async fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Chunks,
+        sha256: [u8; 32],
+        bytes: u64,
+    ) -> Result<StoredVersion, StoreError> {
+        let vdir = self.versions_dir(key)?;
+        let unavailable = |what: &str, e: io::Error| {
+            StoreError::Unavailable(format!("cannot {what} in {}: {e}", vdir.display()))
+        };
+        let tmp = vdir.join(format!(".tmp-{}", Uuid::new_v4().simple()));
+        create_vdir(&vdir).map_err(|e| unavailable("create the directory", e))?;
+        let written = async {
+            let path = tmp.clone();
+            let mut f = blocking(move || {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map_err(|e| {
+                        StoreError::Unavailable(format!("cannot write {}: {e}", path.display()))
+                    })
+            })
+            .await?;
+            let (mut hasher, mut len) = (Sha256::new(), 0u64);
+            // Off the runtime's threads: a final cast can be gigabytes.
+            let write = |mut f: fs::File, chunk: Option<Vec<u8>>| {
+                blocking(move || {
+                    match &chunk {
+                        Some(c) => f.write_all(c),
+                        None => f.sync_all(),
+                    }
+                    .map_err(|e| {
+                        StoreError::Unavailable(format!("cannot write the final recording: {e}"))
+                    })?;
+                    Ok(f)
+                })
+            };
+            while let Some(chunk) = chunks.next_chunk().await? {
+                hasher.update(&chunk);
+                len += chunk.len() as u64;
+                f = write(f, Some(chunk)).await?;
+            }
+            if len != bytes || <[u8; 32]>::from(hasher.finalize()) != sha256 {
+                return Err(super::pieces_mismatch(key, len, bytes, &sha256));
+            }
+            write(f, None).await?;
+            Ok(())
+        }
+        .await;
+        let result = match written {
+            Ok(()) => {
+                let (vdir, tmp) = (vdir.clone(), tmp.clone());
+                blocking(move || {
+                    publish(&vdir, &tmp, &Meta::new()).map_err(|e| {
+                        StoreError::Unavailable(format!(
+                            "cannot publish in {}: {e}",
+                            vdir.display()
+                        ))
+                    })
+                })
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        if tmp.exists() {
+            let _ = fs::remove_file(&tmp);
+        }
+        Ok(StoredVersion {
+            version_id: result?.to_string(),
+            sha256: hex::encode(sha256),
+            bytes,
+        })
+    }
+
     async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError> {
         let vdir = self.versions_dir(key)?;
         let requested = version.map(|v| parse_version(key, v)).transpose()?;
         let key = key.to_string();
+        blocking(move || read_version(&vdir, &key, pick(&vdir, &key, requested)?)).await
+    }
+
+    async fn get_with_meta(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<(Vec<u8>, Meta, String), StoreError> {
+        let vdir = self.versions_dir(key)?;
+        let requested = version.map(|v| parse_version(key, v)).transpose()?;
+        let key = key.to_string();
         blocking(move || {
-            let n = match requested {
-                Some(n) => n,
-                None => match latest_number(&vdir) {
-                    Ok(0) => {
-                        return Err(StoreError::NotFound { key, version: None });
-                    }
-                    Ok(n) => n,
-                    Err(e) => {
-                        return Err(StoreError::Unavailable(format!(
-                            "cannot list {}: {e}",
-                            vdir.display()
-                        )))
-                    }
-                },
-            };
-            let path = vdir.join(n.to_string());
-            fs::read(&path).map_err(|e| match e.kind() {
-                io::ErrorKind::NotFound => StoreError::NotFound {
-                    key,
-                    version: Some(n.to_string()),
-                },
-                _ => StoreError::Unavailable(format!("cannot read {}: {e}", path.display())),
-            })
+            let n = pick(&vdir, &key, requested)?;
+            Ok((
+                read_version(&vdir, &key, n)?,
+                read_meta(&vdir, n)?,
+                n.to_string(),
+            ))
         })
         .await
     }

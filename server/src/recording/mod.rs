@@ -1,28 +1,34 @@
 //! Session recordings: the asciicast writer that the terminal relay tees into, the stores that
-//! keep every flushed version (an object-locked S3 bucket in production, a local directory for
-//! a first run) and the verification of a stored recording against the session row.
+//! keep its segments and final casts (an object-locked S3 bucket in production, a local
+//! directory for a first run) and the verification of a stored recording against the session
+//! row.
 //!
 //! How the pieces fit (see `docs/recording.md`):
 //!
 //! 1. Before a session starts, [`RecordingStore::check`] proves the store is reachable and
 //!    protected ("no recording, no session").
-//! 2. [`CastWriter::start`] stores a first version (the header) and spawns its flusher. The
-//!    relay calls [`CastWriter::output`] per chunk; every few seconds the flusher stores the
-//!    whole cast so far as a new version of `sessions/<id>.cast` and reports it through
-//!    [`OnStored`] (the caller turns it into `Progress::RecordingStored`).
-//! 3. [`CastWriter::finish`] writes the end marker and stores the final version; its
-//!    [`RecordingRef`] (key, version, SHA-256, bytes) is what goes on the session row.
+//! 2. [`CastWriter::start`] stores a first segment (the header) and spawns its flusher. The
+//!    relay calls [`CastWriter::output`] per chunk (and awaits [`CastWriter::ready`]); every few
+//!    seconds the flusher stores the bytes written since as the next segment of the chain
+//!    ([`segment`]) and reports it through [`OnStored`] (the caller turns it into
+//!    `Progress::RecordingStored`).
+//! 3. [`CastWriter::finish`] writes the end marker, stores the last segment and then the final
+//!    cast `sessions/<id>.cast`, streamed back from the segments; its [`RecordingRef`] (key,
+//!    version, SHA-256, bytes) is what goes on the session row.
 //! 4. When a transparency log is configured, the final hash is signed and anchored there
 //!    ([`TransparencyLog::anchor`]) and the entry goes on the row.
-//! 5. [`verify`] fetches a stored version again and checks it against the row and the log.
+//! 5. [`verify`] fetches the final cast again, checks it and the chain of segments against the
+//!    row and the log.
 
 mod local;
 mod rekor;
 mod s3;
+pub mod segment;
 mod settings;
 mod verify;
 mod writer;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,15 +47,18 @@ pub use s3::{
 pub use settings::{RecordingSettings, TransparencyLogSettings};
 pub use verify::{checks, verify, Check, CheckOutcome, VerifyReport};
 pub use writer::{
-    ended_reason, handed_over, CastWriter, OnStored, RecordingFailed, SessionInfo, WriterConfig,
-    WriterState,
+    ended_reason, handed_over, read_back, CastWriter, OnStored, RecordingFailed, Resumable,
+    SessionInfo, Tail, WriterConfig, WriterState,
 };
 
 /// `Content-Type` of a stored cast.
 pub const CONTENT_TYPE: &str = "application/x-asciicast";
 
-/// Default retention of every stored version (GOVERNANCE mode): 365 days.
+/// Default retention of every final cast (GOVERNANCE mode): 365 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// Default retention of every segment (GOVERNANCE mode): 30 days.
+pub const DEFAULT_SEGMENT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
 /// The object key of a session's recording: `sessions/<id>.cast`.
 pub fn recording_key(session: Uuid) -> String {
@@ -85,7 +94,23 @@ pub enum StoreError {
     /// The key is not a safe relative object key.
     #[error("invalid recording key {0:?}")]
     InvalidKey(String),
+    /// What is stored does not check out (a broken segment chain, bytes that do not hash to
+    /// what they should): nothing was written from it.
+    #[error("stored recording does not check out: {0}")]
+    Corrupt(String),
 }
+
+/// The answer of [`RecordingStore::put_chunks`] when the pieces of `key` came to `len` bytes
+/// that are not the `bytes` bytes hashing to `sha256` it was told.
+pub(crate) fn pieces_mismatch(key: &str, len: u64, bytes: u64, sha256: &[u8; 32]) -> StoreError {
+    StoreError::Corrupt(format!(
+        "the pieces of {key} came to {len} bytes that do not hash to the expected {} ({bytes} bytes); nothing stored",
+        hex::encode(sha256)
+    ))
+}
+
+/// The metadata stored with a version (the segment chain's links); empty for a final cast.
+pub type Meta = BTreeMap<String, String>;
 
 /// One stored version of a recording.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,19 +141,39 @@ impl StoredVersion {
 pub struct CastBody {
     bytes: Vec<u8>,
     sha256: [u8; 32],
+    meta: Meta,
 }
 
 impl CastBody {
     /// Hashes `bytes`.
     pub fn new(bytes: Vec<u8>) -> CastBody {
         let sha256 = Sha256::digest(&bytes).into();
-        CastBody { bytes, sha256 }
+        CastBody {
+            bytes,
+            sha256,
+            meta: Meta::new(),
+        }
     }
 
     /// `bytes` with a digest already computed incrementally by the writer.
     pub(crate) fn with_digest(bytes: Vec<u8>, sha256: [u8; 32]) -> CastBody {
         debug_assert_eq!(<[u8; 32]>::from(Sha256::digest(&bytes)), sha256);
-        CastBody { bytes, sha256 }
+        CastBody {
+            bytes,
+            sha256,
+            meta: Meta::new(),
+        }
+    }
+
+    /// The same body stored with `meta` (a segment's chain links).
+    pub fn with_meta(mut self, meta: Meta) -> CastBody {
+        self.meta = meta;
+        self
+    }
+
+    /// The metadata stored with the bytes.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
     }
 
     /// The bytes.
@@ -167,15 +212,46 @@ impl From<Vec<u8>> for CastBody {
     }
 }
 
+/// The bytes of an object handed over piece by piece, so that a large one is never held
+/// whole (the final cast assembled from its segments).
+#[async_trait]
+pub trait Chunks: Send {
+    /// The next piece; `None` at the end.
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError>;
+}
+
 /// Where recordings are kept. Every [`put_version`](RecordingStore::put_version) stores a new
 /// version of the key; nothing is ever overwritten or deleted through this trait.
 #[async_trait]
 pub trait RecordingStore: Send + Sync + 'static {
-    /// Stores `body` as a new version of `key`.
+    /// Stores `body` (with its metadata) as a new version of `key`, locked for the store's
+    /// retention.
     async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError>;
+
+    /// Stores a segment: like [`put_version`](RecordingStore::put_version), but locked for the
+    /// segments' own (shorter) retention.
+    async fn put_segment(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError>;
+
+    /// Stores the bytes `chunks` yields as a new version of `key` without holding them whole.
+    /// They must come to `bytes` bytes hashing to `sha256`; otherwise nothing is stored and the
+    /// answer is [`StoreError::Corrupt`] (or the source's own error).
+    async fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Chunks,
+        sha256: [u8; 32],
+        bytes: u64,
+    ) -> Result<StoredVersion, StoreError>;
 
     /// The bytes of `version` of `key` (`None`: the latest version).
     async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError>;
+
+    /// The bytes and metadata of `version` of `key` (`None`: the latest version).
+    async fn get_with_meta(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<(Vec<u8>, Meta, String), StoreError>;
 
     /// The id of the latest version of `key`.
     async fn latest_version(&self, key: &str) -> Result<String, StoreError>;
@@ -217,6 +293,7 @@ impl RecordingConfig {
         let backend = match S3Config::from_env()? {
             Some(s3) => Backend::S3(S3Config {
                 retention: settings.retention,
+                segment_retention: settings.segment_retention,
                 ..s3
             }),
             None => Backend::Local(settings.local_dir.clone()),

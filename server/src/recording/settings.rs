@@ -12,8 +12,10 @@ use super::WriterConfig;
 pub struct RecordingSettings {
     /// Flush, bounds and retries of the writer.
     pub writer: WriterConfig,
-    /// Lock period of each stored S3 version.
+    /// Lock period of each final S3 recording.
     pub retention: Duration,
+    /// Lock period of each S3 segment.
+    pub segment_retention: Duration,
     /// Local store directory (used when no S3 endpoint is set).
     pub local_dir: PathBuf,
     /// The transparency log, when configured.

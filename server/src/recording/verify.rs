@@ -1,9 +1,11 @@
-//! Verification of a stored recording against its session row.
+//! Verification of a stored recording against its session row: the final cast, and the chain
+//! of segments it was built from (see [`super::segment`]).
 
 use std::fmt;
 
 use breakglass_shared::session::{RecordingRef, RekorEntry};
 
+use super::segment::{parse_segment_key, segment_key, ChainError, ChainReader};
 use super::{sha256_hex, RecordingStore, StoreError, TransparencyLog};
 
 /// Check names, in the order [`verify`] runs them.
@@ -16,6 +18,9 @@ pub mod checks {
     pub const HASH_ON_RECORD: &str = "hash on record";
     /// It is a readable asciicast v2 file.
     pub const ASCIICAST: &str = "asciicast";
+    /// Every segment is present, in order, each carrying the hash of the one before, and
+    /// together they are the recording on the row (skipped for the single-object layout).
+    pub const SEGMENTS: &str = "segment chain";
     /// No version was written after it (the row's version is the latest).
     pub const LATEST_VERSION: &str = "latest version";
     /// The row's log entry records this hash, signed by this server's key, signed by the log
@@ -117,13 +122,25 @@ pub async fn verify(
     use checks::*;
     let mut out = Vec::new();
     let mut push = |name, outcome| out.push(Check { name, outcome });
-    let version = (!recording.version.is_empty()).then_some(recording.version.as_str());
+    // A row naming a segment: the end could not store the final cast (the sweep builds it
+    // later), so its latest version is checked against the row's whole-cast hash.
+    let named_segment = parse_segment_key(&recording.key);
+    let final_key = named_segment
+        .as_ref()
+        .map_or(recording.key.clone(), |(k, _)| k.clone());
+    let version = (!recording.version.is_empty() && named_segment.is_none())
+        .then_some(recording.version.as_str());
 
-    match store.get(&recording.key, version).await {
+    match store.get(&final_key, version).await {
         Err(e) => {
-            let text = match &e {
-                StoreError::NotFound { .. } => format!("version missing: {e}"),
-                other => format!("version missing or unreadable: {other}"),
+            let text = match (&e, &named_segment) {
+                (StoreError::NotFound { .. }, Some((_, n))) => format!(
+                    "version missing: the final recording {final_key} is not stored (yet); the row \
+                     names segment {n}: the session is live, or its end could not store it and the \
+                     sweep builds it"
+                ),
+                (StoreError::NotFound { .. }, None) => format!("version missing: {e}"),
+                (other, _) => format!("version missing or unreadable: {other}"),
             };
             push(VERSION_PRESENT, CheckOutcome::Fail(text));
             for name in [BYTE_COUNT, HASH_ON_RECORD, ASCIICAST] {
@@ -136,7 +153,12 @@ pub async fn verify(
         Ok(bytes) => {
             push(
                 VERSION_PRESENT,
-                CheckOutcome::Pass(format!("version {} fetched", recording.version)),
+                CheckOutcome::Pass(match &named_segment {
+                    None => format!("version {} fetched", recording.version),
+                    Some((_, n)) => format!(
+                        "{final_key} fetched (built after the end; the row names its segment {n})"
+                    ),
+                }),
             );
             let len = bytes.len() as u64;
             push(
@@ -181,9 +203,17 @@ pub async fn verify(
     }
 
     push(
+        SEGMENTS,
+        chain_outcome(store, &final_key, named_segment.map(|(_, n)| n), recording).await,
+    );
+
+    push(
         LATEST_VERSION,
-        match store.latest_version(&recording.key).await {
-            Ok(latest) if version.is_none() || Some(latest.as_str()) == version => {
+        match store.latest_version(&final_key).await {
+            Ok(_) if version.is_none() => {
+                CheckOutcome::Pass("the latest version was the one checked".into())
+            }
+            Ok(latest) if Some(latest.as_str()) == version => {
                 CheckOutcome::Pass("no version was written after it".into())
             }
             Ok(latest) => CheckOutcome::Fail(format!(
@@ -220,4 +250,62 @@ pub async fn verify(
         store: store.describe(),
         checks: out,
     }
+}
+
+/// Reads the segments through the one the row names (or through the last stored) and
+/// compares them with the row: the first segment that is missing, out of place or changed is
+/// named. No segments at all is the single-object layout (recordings stored before segments,
+/// or whose segments were removed once their own retention ran out): skipped.
+async fn chain_outcome(
+    store: &dyn RecordingStore,
+    final_key: &str,
+    upto: Option<u64>,
+    row: &RecordingRef,
+) -> CheckOutcome {
+    let mut reader = ChainReader::new(store, final_key, upto);
+    let read = async {
+        while reader.next().await?.is_some() {}
+        Ok::<_, ChainError>(())
+    }
+    .await;
+    let state = reader.state().clone();
+    if let Err(e) = read {
+        return CheckOutcome::Fail(e.to_string());
+    }
+    if state.segments == 0 {
+        // A lone segment 2 means segment 1 was removed, not that there never were any.
+        return match store.get_with_meta(&segment_key(final_key, 2), None).await {
+            Ok(_) => CheckOutcome::Fail(ChainError::Missing { index: 1, bytes: 0 }.to_string()),
+            Err(_) => CheckOutcome::Skipped(
+                "no segments: a recording of the single-object layout (stored before segments), \
+                 or its segments were removed after their retention; the final recording is \
+                 checked alone"
+                    .into(),
+            ),
+        };
+    }
+    let n = state.segments;
+    if state.bytes < row.bytes {
+        // The chain ended early: the next segment is gone (or was never stored).
+        return CheckOutcome::Fail(
+            ChainError::Missing {
+                index: n + 1,
+                bytes: state.bytes,
+            }
+            .to_string()
+                + &format!("; the recording has {} bytes", row.bytes),
+        );
+    }
+    let sha = state.sha256_hex();
+    if state.bytes != row.bytes || !sha.eq_ignore_ascii_case(&row.sha256) {
+        return CheckOutcome::Fail(format!(
+            "the {n} segments hold {} bytes hashing to {sha}, the row says {} bytes, sha256 {} \
+             (a segment after the end, or every segment from some point rewritten)",
+            state.bytes, row.bytes, row.sha256
+        ));
+    }
+    CheckOutcome::Pass(format!(
+        "{n} segments, each carrying the hash of the one before, together the recorded {} bytes",
+        state.bytes
+    ))
 }

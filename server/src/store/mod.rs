@@ -106,6 +106,9 @@ pub struct ListFilter {
     pub expires_by: Option<OffsetDateTime>,
     /// Only sessions finished after this time whose recording hash is not anchored yet.
     pub unanchored_since: Option<OffsetDateTime>,
+    /// Only sessions finished after this time whose row names a recording segment rather
+    /// than the final recording (their end could not store it).
+    pub final_missing_since: Option<OffsetDateTime>,
     /// Only ids older than this one (paging).
     pub before: Option<Uuid>,
     /// Page size.
@@ -361,6 +364,10 @@ macro_rules! sql_store {
                 }
                 if let Some(t) = f.unanchored_since {
                     q.push(" AND recording_key IS NOT NULL AND rekor_uuid IS NULL AND finished_at > ")
+                        .push_bind(t);
+                }
+                if let Some(t) = f.final_missing_since {
+                    q.push(" AND recording_key LIKE '%/segment-%' AND finished_at > ")
                         .push_bind(t);
                 }
                 if let Some(b) = f.before {

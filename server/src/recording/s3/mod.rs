@@ -27,7 +27,12 @@ use aws_sdk_s3::types::{BucketVersioningStatus, ObjectLockEnabled, ObjectLockMod
 use aws_sdk_s3::Client;
 use base64::Engine as _;
 
-use super::{CastBody, RecordingStore, StoreError, StoredVersion, CONTENT_TYPE, DEFAULT_RETENTION};
+use super::{
+    CastBody, Chunks, Meta, RecordingStore, StoreError, StoredVersion, CONTENT_TYPE,
+    DEFAULT_RETENTION, DEFAULT_SEGMENT_RETENTION,
+};
+
+mod multipart;
 
 pub use bucket::{least_privilege_policy, InitBucketOutcome, InitBucketReport};
 
@@ -49,8 +54,10 @@ pub struct S3Config {
     pub access_key: String,
     /// Secret access key.
     pub secret_key: String,
-    /// Retention stamped on every version (GOVERNANCE mode).
+    /// Retention stamped on every final cast (GOVERNANCE mode).
     pub retention: Duration,
+    /// Retention stamped on every segment (GOVERNANCE mode; default 30 days).
+    pub segment_retention: Duration,
     /// Upper bound for one operation including the SDK's own retries.
     pub operation_timeout: Duration,
     /// Attempts the SDK makes per operation on transient errors (default 3; the writer
@@ -67,6 +74,7 @@ impl fmt::Debug for S3Config {
             .field("access_key", &self.access_key)
             .field("secret_key", &"<redacted>")
             .field("retention", &self.retention)
+            .field("segment_retention", &self.segment_retention)
             .field("operation_timeout", &self.operation_timeout)
             .field("sdk_max_attempts", &self.sdk_max_attempts)
             .finish()
@@ -87,6 +95,7 @@ impl S3Config {
             access_key: access_key.into(),
             secret_key: secret_key.into(),
             retention: DEFAULT_RETENTION,
+            segment_retention: DEFAULT_SEGMENT_RETENTION,
             operation_timeout: Duration::from_secs(30),
             sdk_max_attempts: 3,
         }
@@ -250,12 +259,18 @@ fn retain_until(retention: Duration) -> DateTime {
     DateTime::from_secs(i64::try_from(until.as_secs()).unwrap_or(i64::MAX))
 }
 
-#[async_trait]
-impl RecordingStore for S3Store {
-    async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+impl S3Store {
+    /// Puts `body` (with its metadata) as a new version of `key`, locked for `retention`.
+    async fn put_locked(
+        &self,
+        key: &str,
+        body: CastBody,
+        retention: Duration,
+    ) -> Result<StoredVersion, StoreError> {
         let sha256 = body.sha256_hex();
         let checksum = base64::engine::general_purpose::STANDARD.encode(body.digest());
         let bytes = body.len();
+        let meta = body.meta().clone();
         let out = self
             .client
             .put_object()
@@ -264,29 +279,62 @@ impl RecordingStore for S3Store {
             .content_type(CONTENT_TYPE)
             .checksum_sha256(checksum)
             .object_lock_mode(ObjectLockMode::Governance)
-            .object_lock_retain_until_date(retain_until(self.config.retention))
+            .object_lock_retain_until_date(retain_until(retention))
+            .set_metadata((!meta.is_empty()).then(|| meta.into_iter().collect()))
             .body(ByteStream::from(body.into_bytes()))
             .send()
             .await
             .map_err(|e| classify(&format!("put {key}"), None, &e))?;
-        let version_id = out
-            .version_id()
-            .filter(|v| !v.is_empty() && *v != "null")
-            .ok_or_else(|| {
-                StoreError::Misconfigured(format!(
-                    "put {key}: the server returned no version id (is versioning enabled on bucket {}?)",
-                    self.config.bucket
-                ))
-            })?
-            .to_string();
         Ok(StoredVersion {
-            version_id,
+            version_id: self.version_of(key, out.version_id())?,
             sha256,
             bytes,
         })
     }
 
+    /// The version id a write answered with; an error when versioning is off.
+    fn version_of(&self, key: &str, id: Option<&str>) -> Result<String, StoreError> {
+        id.filter(|v| !v.is_empty() && *v != "null")
+            .map(str::to_string)
+            .ok_or_else(|| {
+                StoreError::Misconfigured(format!(
+                    "put {key}: the server returned no version id (is versioning enabled on bucket {}?)",
+                    self.config.bucket
+                ))
+            })
+    }
+}
+
+#[async_trait]
+impl RecordingStore for S3Store {
+    async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+        self.put_locked(key, body, self.config.retention).await
+    }
+
+    async fn put_segment(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+        self.put_locked(key, body, self.config.segment_retention)
+            .await
+    }
+
+    async fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Chunks,
+        sha256: [u8; 32],
+        bytes: u64,
+    ) -> Result<StoredVersion, StoreError> {
+        multipart::put_chunks(self, key, chunks, sha256, bytes).await
+    }
+
     async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError> {
+        Ok(self.get_with_meta(key, version).await?.0)
+    }
+
+    async fn get_with_meta(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<(Vec<u8>, Meta, String), StoreError> {
         let out = self
             .client
             .get_object()
@@ -296,11 +344,20 @@ impl RecordingStore for S3Store {
             .send()
             .await
             .map_err(|e| classify(&format!("get {key}"), Some((key, version)), &e))?;
+        let meta: Meta = out
+            .metadata()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        let id = out
+            .version_id()
+            .map(str::to_string)
+            .or_else(|| version.map(str::to_string))
+            .unwrap_or_default();
         let data =
             out.body.collect().await.map_err(|e| {
                 StoreError::Unavailable(format!("get {key}: reading the body: {e}"))
             })?;
-        Ok(data.into_bytes().to_vec())
+        Ok((data.into_bytes().to_vec(), meta, id))
     }
 
     async fn latest_version(&self, key: &str) -> Result<String, StoreError> {

@@ -37,6 +37,14 @@ pub(super) struct Hot {
     pub(super) offset: Duration,
     /// Set when another writer took the recording over: this one stores nothing more.
     pub(super) abandoned: Option<String>,
+    /// The cast closes for another writer to continue it (no final cast).
+    pub(super) handing_over: bool,
+    /// The flusher was woken because a segment's worth is pending.
+    pub(super) size_woken: bool,
+    /// `total` when this writer started: the rate counts this run's bytes.
+    pub(super) run_start: u64,
+    /// When this writer started, on tokio's clock (the one its waits sleep on).
+    pub(super) run_clock: tokio::time::Instant,
 }
 
 impl Hot {
@@ -58,6 +66,10 @@ impl Hot {
             start,
             offset,
             abandoned: None,
+            handing_over: false,
+            size_woken: false,
+            run_start: total,
+            run_clock: tokio::time::Instant::now(),
         }
     }
 
@@ -72,6 +84,9 @@ pub(super) struct Shared {
     pub(super) hot: Mutex<Hot>,
     /// Wakes the flusher early (the cast closed, or a failure wants its data stored).
     pub(super) wake: Notify,
+    /// Wakes relays held back by [`CastWriter::ready`](super::CastWriter::ready) after each
+    /// stored segment (or failed attempt).
+    pub(super) drained: Notify,
     pub(super) state: watch::Sender<WriterState>,
     pub(super) final_rx: watch::Receiver<Option<Result<RecordingRef, RecordingFailed>>>,
     pub(super) config: WriterConfig,
@@ -122,6 +137,11 @@ impl Shared {
             return Err(self.fail(hot, reason));
         }
         hot.total += added;
+        if !hot.size_woken && hot.pending.len() >= self.config.segment_bytes {
+            // A segment's worth: store it now rather than at the next interval.
+            hot.size_woken = true;
+            self.wake.notify_one();
+        }
         let spooled = hot.total - hot.stored;
         if hot.failing && spooled > self.config.spool_limit as u64 {
             let reason = format!(

@@ -1,8 +1,9 @@
-//! The flusher task of a writer: every flush interval it takes the pending bytes, stores the
-//! whole cast so far as a new version and reports it; while the store fails it retries with
-//! exponential backoff, reporting [`WriterState::Retrying`] (or [`WriterState::Failed`] past
-//! the spool limit) between attempts, and at the end stores the closed cast until the finish
-//! timeout.
+//! The flusher task of a writer: every flush interval (or sooner, once a segment's worth is
+//! pending) it takes the pending bytes, stores them as the next segment and reports it; while
+//! the store fails it retries with exponential backoff, reporting [`WriterState::Retrying`]
+//! (or [`WriterState::Failed`] past the spool limit) between attempts, each attempt storing
+//! the same segment with what was written meanwhile. At the end it stores the last segment
+//! and then the final cast, streamed back from the segments, until the finish timeout.
 //!
 //! The delays come from `backon`'s exponential schedule, but the loop stays this task's own
 //! rather than `backon::Retryable` (one future retried until it succeeds): a wait is cut short
@@ -14,13 +15,14 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use breakglass_shared::session::RecordingRef;
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::buffer::Shared;
 use super::{OnStored, RecordingFailed, WriterConfig, WriterState};
+use crate::recording::segment::{segment_key, ChainReader, ChainState};
 use crate::recording::{CastBody, RecordingStore, StoreError};
 
 /// The delays between failed uploads.
@@ -35,14 +37,14 @@ fn retry_schedule(config: &WriterConfig) -> ExponentialBuilder {
         .without_max_times()
 }
 
-/// The flusher task's own state: the complete cast so far and its running hash.
+/// The flusher task's own state: the bytes taken but not yet in a stored segment, and where
+/// the chain of stored segments stands (never the cast itself).
 pub(super) struct Flusher {
     shared: Arc<Shared>,
     store: Arc<dyn RecordingStore>,
     on_stored: Box<dyn OnStored>,
-    full: Vec<u8>,
-    hasher: Sha256,
-    stored_len: u64,
+    unstored: Vec<u8>,
+    chain: ChainState,
     last: RecordingRef,
     attempts: u32,
     since: Option<OffsetDateTime>,
@@ -56,14 +58,13 @@ pub(super) struct Flusher {
 }
 
 impl Flusher {
-    /// Starts the flusher of `shared`, whose cast so far is `full` (hashed into `hasher`)
-    /// and stored as `last`; it reports the final result on `final_tx`.
+    /// Starts the flusher of `shared`, whose stored segments stand at `chain`, the last one
+    /// being `last`; it reports the final result on `final_tx`.
     pub(super) fn spawn(
         shared: Arc<Shared>,
         store: Arc<dyn RecordingStore>,
         on_stored: Box<dyn OnStored>,
-        full: Vec<u8>,
-        hasher: Sha256,
+        chain: ChainState,
         last: RecordingRef,
         final_tx: watch::Sender<Option<Result<RecordingRef, RecordingFailed>>>,
     ) {
@@ -72,9 +73,8 @@ impl Flusher {
             shared,
             store,
             on_stored,
-            stored_len: full.len() as u64,
-            full,
-            hasher,
+            unstored: Vec::new(),
+            chain,
             last,
             attempts: 0,
             since: None,
@@ -109,7 +109,7 @@ impl Flusher {
             if now < next && self.attempts > 0 {
                 continue;
             }
-            if self.full.len() as u64 == self.stored_len {
+            if self.unstored.is_empty() {
                 next = now + interval;
                 continue;
             }
@@ -120,7 +120,7 @@ impl Flusher {
         }
     }
 
-    /// Moves the pending bytes into the full cast; returns whether the cast is closed.
+    /// Moves the pending bytes behind the unstored ones; returns whether the cast is closed.
     fn take(&mut self) -> bool {
         let (taken, finishing) = {
             let mut hot = self.shared.lock();
@@ -132,10 +132,14 @@ impl Flusher {
                 let keep = hot.pending.len().min(1024 * 1024);
                 std::mem::replace(&mut hot.pending, Vec::with_capacity(keep))
             };
+            hot.size_woken = false;
             (taken, hot.finishing)
         };
-        self.hasher.update(&taken);
-        self.full.extend_from_slice(&taken);
+        if self.unstored.is_empty() {
+            self.unstored = taken;
+        } else {
+            self.unstored.extend_from_slice(&taken);
+        }
         finishing
     }
 
@@ -148,15 +152,22 @@ impl Flusher {
             .unwrap_or(self.shared.config.retry_max)
     }
 
-    /// Stores the complete cast so far as a new version.
+    /// Stores the unstored bytes as the next segment.
     async fn upload(&mut self) -> Result<(), StoreError> {
-        let digest: [u8; 32] = self.hasher.clone().finalize().into();
-        let body = CastBody::with_digest(self.full.clone(), digest);
+        let (meta, digest, cast) = self.chain.next_meta(&self.unstored);
+        let key = segment_key(&self.shared.key, meta.index);
+        let body = CastBody::with_digest(self.unstored.clone(), digest).with_meta(meta.to_meta());
         let len = body.len();
-        match self.store.put_version(&self.shared.key, body).await {
+        match self.store.put_segment(&key, body).await {
             Ok(v) => {
-                let r = v.to_ref(&self.shared.key);
-                self.stored_len = len;
+                self.chain.advance(len, digest, cast);
+                self.unstored = Vec::new();
+                let r = RecordingRef {
+                    key,
+                    version: v.version_id,
+                    sha256: self.chain.sha256_hex(),
+                    bytes: self.chain.bytes,
+                };
                 self.last = r.clone();
                 let recovered = self.attempts > 0;
                 self.attempts = 0;
@@ -164,7 +175,7 @@ impl Flusher {
                 self.delays = None;
                 {
                     let mut hot = self.shared.lock();
-                    hot.stored = len;
+                    hot.stored = self.chain.bytes;
                     hot.failing = false;
                     hot.last = Some(r.clone());
                     if hot.failed.is_none() && recovered {
@@ -172,6 +183,7 @@ impl Flusher {
                         self.shared.state.send_replace(WriterState::Healthy);
                     }
                 }
+                self.shared.drained.notify_waiters();
                 self.on_stored.stored(r).await;
                 Ok(())
             }
@@ -179,7 +191,7 @@ impl Flusher {
                 self.attempts += 1;
                 let since = *self.since.get_or_insert_with(OffsetDateTime::now_utc);
                 tracing::warn!(key = %self.shared.key, attempts = self.attempts, error = %e,
-                    "storing a recording version failed; retrying");
+                    "storing a recording segment failed; retrying");
                 let mut hot = self.shared.lock();
                 hot.failing = true;
                 if hot.failed.is_none() {
@@ -197,36 +209,78 @@ impl Flusher {
                         });
                     }
                 }
+                // A relay held back by the memory bound may now go on to the spool limit.
+                self.shared.drained.notify_waiters();
                 Err(e)
             }
         }
     }
 
-    /// Stores the closed cast, retrying until the finish timeout.
+    /// Stores the last segment and then the final cast, retrying until the finish timeout.
+    /// A handover stores no final cast (the next writer continues the segments).
     async fn finish(&mut self) -> Result<RecordingRef, RecordingFailed> {
         let deadline = Instant::now() + self.shared.config.finish_timeout;
         loop {
             self.take();
-            if self.full.len() as u64 == self.stored_len {
-                let failed = self.shared.lock().failed.clone();
-                return match failed {
-                    // Everything is stored, but the session still lost recording time.
-                    Some(reason) => Err(RecordingFailed { reason }),
-                    None => Ok(self.last.clone()),
-                };
+            if self.unstored.is_empty() {
+                break;
             }
             if let Err(e) = self.upload().await {
                 let wait = self.backoff();
                 if Instant::now() + wait > deadline {
                     let reason = format!(
-                        "the final version could not be stored ({e}); the last stored version is {} ({} bytes)",
-                        self.last.version, self.last.bytes
+                        "the last segment could not be stored ({e}); the last stored one is {} ({} bytes)",
+                        self.last.key, self.last.bytes
                     );
                     let mut hot = self.shared.lock();
                     return Err(self.shared.fail(&mut hot, reason));
                 }
                 tokio::time::sleep(wait).await;
             }
+        }
+        let (failed, handing_over) = {
+            let hot = self.shared.lock();
+            (hot.failed.clone(), hot.handing_over)
+        };
+        if !handing_over {
+            self.store_final(deadline).await;
+        }
+        match failed {
+            // Everything is stored, but the session still lost recording time.
+            Some(reason) => Err(RecordingFailed { reason }),
+            None => Ok(self.last.clone()),
+        }
+    }
+
+    /// Stores the final cast, streamed back from the segments (the chain checked on the way),
+    /// until `deadline`; reports it. When that fails the last segment stays the recording's
+    /// reference (its hash is the whole cast's), and the sweep builds the final cast later.
+    async fn store_final(&mut self, deadline: Instant) {
+        let key = self.shared.key.clone();
+        let digest: [u8; 32] = self.chain.hasher.clone().finalize().into();
+        loop {
+            let mut chain = ChainReader::new(self.store.as_ref(), &key, Some(self.chain.segments));
+            let stored = self
+                .store
+                .put_chunks(&key, &mut chain, digest, self.chain.bytes)
+                .await;
+            let e = match stored {
+                Ok(v) => {
+                    let r = v.to_ref(&key);
+                    self.last = r.clone();
+                    self.shared.lock().last = Some(r.clone());
+                    self.on_stored.stored(r).await;
+                    return;
+                }
+                Err(e) => e,
+            };
+            let wait = self.backoff();
+            if matches!(e, StoreError::Corrupt(_)) || Instant::now() + wait > deadline {
+                tracing::error!(%key, error = %e, last = %self.last.key,
+                    "the final cast was not stored; the segments are kept and the sweep builds it");
+                return;
+            }
+            tokio::time::sleep(wait).await;
         }
     }
 }

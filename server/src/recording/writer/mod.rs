@@ -1,25 +1,30 @@
-//! [`CastWriter`]: builds one session's asciicast v2 in memory and stores the whole cast so far
-//! as a new version every few seconds, off the relay's hot path.
+//! [`CastWriter`]: builds one session's asciicast v2 and stores it as a chain of segments, each
+//! holding only the bytes no earlier one holds, off the relay's hot path; at the end the whole
+//! cast is stored once as the final object, streamed back from the segments.
 //!
 //! Hot path ([`CastWriter::output`]): one uncontended mutex, UTF-8 validation, JSON escaping
 //! straight into the pending buffer (no per-chunk `String`, no serde), no I/O. The flusher task
-//! takes the pending bytes under the same short lock (a `mem::take`), appends them to its own
-//! copy of the cast, advances an incremental SHA-256 and uploads outside the lock.
+//! takes the pending bytes under the same short lock (a `mem::take`) and stores them as the
+//! next segment outside the lock. Memory holds the unstored tail and the chain's hash state,
+//! never the cast; [`CastWriter::ready`] holds the relay back (and so the pod) while the tail
+//! is over its bound or the output over its rate.
 //!
-//! Failure handling: a failed upload keeps everything (the bytes not yet in any stored version
+//! Failure handling: a failed upload keeps everything (the bytes not yet in any stored segment
 //! are the *spool*), moves the state to [`WriterState::Retrying`] and retries with exponential
-//! backoff, each attempt uploading the complete cast so far. When the spool grows past
+//! backoff, each attempt storing the spool as the next segment. When the spool grows past
 //! [`WriterConfig::spool_limit`] while the store is failing, or the cast grows past
 //! [`WriterConfig::max_bytes`], the state becomes [`WriterState::Failed`]: the relay must end
 //! the session with `EndReason::RecordingFailed` ("no recording, no session"). The flusher
 //! still tries to store what it has.
 //!
-//! The pieces: [`buffer`] (the in-memory cast the handles append to), [`encode`] (event
-//! lines) and [`flusher`] (storing versions, retries).
+//! The pieces: [`buffer`] (the in-memory tail the handles append to), [`encode`] (event
+//! lines), [`flusher`] (storing segments and the final cast, retries) and [`resume`] (reading
+//! a stored recording back to continue it).
 
 mod buffer;
 mod encode;
 mod flusher;
+mod resume;
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
@@ -28,22 +33,29 @@ use std::time::{Duration, Instant as StdInstant};
 use async_trait::async_trait;
 use breakglass_shared::recording::Header;
 use breakglass_shared::session::RecordingRef;
-use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use tokio::sync::{watch, Notify};
 
+use super::segment::{segment_key, ChainState};
 use super::{CastBody, RecordingStore, StoreError};
 use buffer::{DropGuard, Hot, Shared};
 use encode::{write_event, write_time_prefix};
 use flusher::Flusher;
+pub use resume::{read_back, Resumable, Tail};
 
 /// How a [`CastWriter`] flushes, bounds and retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterConfig {
-    /// How often the cast so far is stored as a new version (default 5 s).
+    /// How often the new bytes are stored as a segment (default 5 s).
     pub flush_interval: Duration,
-    /// Largest cast kept (default 64 MiB); past it the recording fails.
+    /// Largest cast kept (default 2 GiB); past it the recording fails.
     pub max_bytes: usize,
+    /// Pending bytes that make the flusher store a segment before the interval is up
+    /// (default 4 MiB); the relay is held back at twice this (see [`CastWriter::ready`]).
+    pub segment_bytes: usize,
+    /// Output recorded per second, on average, before the relay is held back (default
+    /// 16 MiB/s; 0: no rate). Nothing is dropped: the pod is slowed.
+    pub max_rate: u64,
     /// Most bytes allowed outside any stored version while the store is failing (default
     /// 16 MiB); past it the recording fails.
     pub spool_limit: usize,
@@ -61,7 +73,9 @@ impl Default for WriterConfig {
     fn default() -> WriterConfig {
         WriterConfig {
             flush_interval: Duration::from_secs(5),
-            max_bytes: 64 * 1024 * 1024,
+            max_bytes: 2 * 1024 * 1024 * 1024,
+            segment_bytes: 4 * 1024 * 1024,
+            max_rate: 16 * 1024 * 1024,
             spool_limit: 16 * 1024 * 1024,
             record_input: false,
             retry_initial: Duration::from_millis(500),
@@ -153,6 +167,7 @@ fn normalized(mut config: WriterConfig) -> WriterConfig {
     config.flush_interval = config.flush_interval.max(Duration::from_millis(10));
     config.retry_initial = config.retry_initial.max(Duration::from_millis(1));
     config.retry_max = config.retry_max.max(config.retry_initial);
+    config.segment_bytes = config.segment_bytes.max(1024);
     config
 }
 
@@ -203,90 +218,71 @@ impl CastWriter {
                 config.max_bytes
             )));
         }
-        CastWriter::open(store, key, header, Duration::ZERO, None, config, on_stored).await
+        let chain = ChainState::default();
+        CastWriter::open(store, key, chain, header, Duration::ZERO, config, on_stored).await
     }
 
-    /// Continues `existing`, a stored version of `key` written by an earlier writer (this
-    /// server before a restart, say): the cast keeps its header and every event, new events
-    /// continue its clock, and a `resumed: <why>` marker says where. Stores the continued cast
-    /// at once as a new version, reports it to `on_stored`, and spawns the flusher.
+    /// Continues `from`, a recording of `key` stored by an earlier writer (this server before
+    /// a restart, say; see [`read_back`]): the cast keeps its header and every event, new
+    /// events continue its clock, and a `resumed: <why>` marker says where. A recording of
+    /// the single-object layout is carried over whole as the first segment. Stores the marker
+    /// at once as the next segment, reports it to `on_stored`, and spawns the flusher.
     pub async fn resume(
         store: Arc<dyn RecordingStore>,
         key: impl Into<String>,
-        existing: Vec<u8>,
+        from: Resumable,
         why: &str,
         config: WriterConfig,
         on_stored: impl OnStored,
     ) -> Result<CastWriter, StoreError> {
         let key = key.into();
         let config = normalized(config);
-        let unreadable = |e: String| {
-            StoreError::Misconfigured(format!(
-                "the stored recording {key} cannot be continued: {e}"
-            ))
-        };
-        let text = std::str::from_utf8(&existing).map_err(|e| unreadable(e.to_string()))?;
-        let (header, events) =
-            breakglass_shared::recording::parse(text).map_err(|e| unreadable(e.to_string()))?;
-        if !text.ends_with('\n') {
-            return Err(unreadable("its last line is incomplete".into()));
-        }
-        // Continue the clock from the wall time since the header's start (the time the server
-        // was down counts), never before the last event already written.
-        let last = events.last().map_or(0.0, |e| e.time);
-        let wall = header.timestamp.map_or(0.0, |ts| {
-            (OffsetDateTime::now_utc().unix_timestamp() - ts).max(0) as f64
-        });
-        let offset = Duration::try_from_secs_f64(last.max(wall)).unwrap_or(Duration::ZERO);
-        let mut marker = Vec::new();
-        write_event(&mut marker, offset, b'm', &format!("resumed: {why}"));
-        CastWriter::open(
-            store,
-            key,
-            existing,
-            offset,
-            Some(marker),
-            config,
-            on_stored,
-        )
-        .await
+        let (chain, carried, offset) = resume::continuation(&key, from)?;
+        let mut initial = carried;
+        write_event(&mut initial, offset, b'm', &format!("resumed: {why}"));
+        CastWriter::open(store, key, chain, initial, offset, config, on_stored).await
     }
 
-    /// Stores `initial` (+ `first_event`) as the first version of this writer's run and
-    /// spawns the flusher.
+    /// Stores `initial` as the next segment after `chain` (this writer's first) and spawns
+    /// the flusher.
     async fn open(
         store: Arc<dyn RecordingStore>,
         key: String,
+        chain: ChainState,
         initial: Vec<u8>,
         offset: Duration,
-        first_event: Option<Vec<u8>>,
         config: WriterConfig,
         on_stored: impl OnStored,
     ) -> Result<CastWriter, StoreError> {
-        let mut initial = initial;
-        if let Some(e) = first_event {
-            initial.extend_from_slice(&e);
-        }
-        if initial.len() > config.max_bytes {
+        let mut chain = chain;
+        let total = chain.bytes + initial.len() as u64;
+        if total > config.max_bytes as u64 {
             return Err(StoreError::Misconfigured(format!(
-                "the recording's maximum size ({} bytes) is smaller than what is already recorded ({} bytes)",
+                "the recording's maximum size ({} bytes) is smaller than what is already recorded ({total} bytes)",
                 config.max_bytes,
-                initial.len()
             )));
         }
         let start = StdInstant::now();
-        let mut hasher = Sha256::new();
-        hasher.update(&initial);
-        let body = CastBody::with_digest(initial.clone(), hasher.clone().finalize().into());
-        let first = store.put_version(&key, body).await?.to_ref(&key);
+        let (meta, digest, cast) = chain.next_meta(&initial);
+        let seg = segment_key(&key, meta.index);
+        let len = initial.len() as u64;
+        let body = CastBody::with_digest(initial, digest).with_meta(meta.to_meta());
+        let stored = store.put_segment(&seg, body).await?;
+        chain.advance(len, digest, cast);
+        let first = RecordingRef {
+            key: seg,
+            version: stored.version_id,
+            sha256: chain.sha256_hex(),
+            bytes: chain.bytes,
+        };
         on_stored.stored(first.clone()).await;
 
         let (final_tx, final_rx) = watch::channel(None);
         let (state, _) = watch::channel(WriterState::Healthy);
-        let total = initial.len() as u64;
         let shared = Arc::new(Shared {
             hot: Mutex::new(Hot::new(total, first.clone(), start, offset)),
             wake: Notify::new(),
+            drained: Notify::new(),
             state,
             final_rx,
             config,
@@ -296,8 +292,7 @@ impl CastWriter {
             shared.clone(),
             store,
             Box::new(on_stored),
-            initial,
-            hasher,
+            chain,
             first,
             final_tx,
         );
@@ -305,6 +300,50 @@ impl CastWriter {
             _guard: Arc::new(DropGuard(shared.clone())),
             shared,
         })
+    }
+
+    /// Waits while this writer cannot take more output without outgrowing its bounds: the
+    /// unstored tail is over twice [`WriterConfig::segment_bytes`] while the store is healthy
+    /// (a slow store slows the pod), or this run's output is ahead of
+    /// [`WriterConfig::max_rate`]. While the store fails it does not wait: the spool limit
+    /// decides then. The relay awaits it after each chunk, before reading more from the pod.
+    pub async fn ready(&self) -> Result<(), RecordingFailed> {
+        loop {
+            let drained = self.shared.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            let pause = {
+                let hot = self.shared.lock();
+                if let Some(reason) = hot.abandoned.as_ref().or(hot.failed.as_ref()) {
+                    return Err(RecordingFailed {
+                        reason: reason.clone(),
+                    });
+                }
+                let tail = hot.total - hot.stored;
+                let bound = 2 * self.shared.config.segment_bytes as u64;
+                if !hot.failing && !hot.finishing && tail > bound {
+                    None
+                } else {
+                    match self.shared.config.max_rate {
+                        0 => return Ok(()),
+                        rate => {
+                            // A second's worth of burst, then the average.
+                            let run = (hot.total - hot.run_start) as f64;
+                            let due = Duration::from_secs_f64(run / rate as f64);
+                            let ahead = due.saturating_sub(hot.run_clock.elapsed());
+                            if ahead <= Duration::from_secs(1) {
+                                return Ok(());
+                            }
+                            Some(ahead - Duration::from_secs(1))
+                        }
+                    }
+                }
+            };
+            match pause {
+                None => drained.await,
+                Some(d) => tokio::time::sleep(d).await,
+            }
+        }
     }
 
     /// Records terminal output (raw bytes; UTF-8 split across chunks is carried over).
@@ -389,6 +428,9 @@ impl CastWriter {
     pub async fn hand_off(&self, why: &str) -> Result<RecordingRef, RecordingFailed> {
         {
             let mut hot = self.shared.lock();
+            if !hot.finishing {
+                hot.handing_over = true;
+            }
             self.shared
                 .close_with(&mut hot, &format!("handed over: {why}"));
         }
@@ -439,6 +481,14 @@ impl CastWriter {
     /// The latest stored version.
     pub fn last_stored(&self) -> Option<RecordingRef> {
         self.shared.lock().last.clone()
+    }
+
+    /// Bytes the writer holds now: taken from the relay but not yet in a stored segment (the
+    /// flusher's attempt in flight aside). Bounded by the tail bound or, while the store
+    /// fails, the spool limit, however long the cast.
+    pub fn unstored(&self) -> u64 {
+        let hot = self.shared.lock();
+        hot.total - hot.stored
     }
 
     /// Bytes of the cast so far.
