@@ -368,7 +368,7 @@ impl Recorder {
     async fn finish_stored(&self, s: &Session, reason: &str) -> Result<(), RecordingError> {
         let bytes = self.latest(s.id).await?;
         if crate::recording::ended_reason(&bytes).is_some() {
-            return Ok(());
+            return self.report_final(s, &bytes).await;
         }
         // Read the row again: the previous writer may have stored versions since `s`.
         let current = match self.db.get(s.id).await {
@@ -378,6 +378,36 @@ impl Recorder {
         let w = self.resume(&current, bytes, "server restarted").await?;
         if let Err(e) = w.finish(reason).await {
             tracing::warn!(id = %s.id, error = %e, "final recording version not stored; earlier versions are kept");
+        }
+        Ok(())
+    }
+
+    /// Puts the stored final version `bytes` on the row when the row names another: the writer
+    /// that finished it could not (the database was down, or the server died in between), and
+    /// the row must name the version with the end, the one verification and the log hold to.
+    async fn report_final(&self, s: &Session, bytes: &[u8]) -> Result<(), RecordingError> {
+        let key = recording_key(s.id);
+        let version = self.store.latest_version(&key).await.map_err(|e| {
+            RecordingError::Resume(format!(
+                "the final version of the recording cannot be found: {e}"
+            ))
+        })?;
+        let current = match self.db.get(s.id).await {
+            Ok(Some(now)) => now,
+            _ => s.clone(),
+        };
+        let on_row = current
+            .recording
+            .as_ref()
+            .is_some_and(|r| r.version == version && r.bytes == bytes.len() as u64);
+        if !on_row {
+            let final_version = RecordingRef {
+                key,
+                version,
+                sha256: crate::recording::sha256_hex(bytes),
+                bytes: bytes.len() as u64,
+            };
+            self.report_stored(s.id).stored(final_version).await;
         }
         Ok(())
     }
