@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use breakglass_e2e::wait_until;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
@@ -77,16 +76,8 @@ struct InCluster {
 }
 
 async fn in_cluster(rig: &Rig, id: &str, pod: &str) -> InCluster {
-    let grants = rig
-        .grants()
-        .await
-        .list(&ListParams::default().labels(&format!("hangar.io/breakglass-session={id}")))
-        .await
-        .unwrap()
-        .items
-        .len();
-    let pods = rig.admin_pods().await;
-    let p: Pod = pods.get(pod).await.unwrap();
+    let (grants, copies) = rig.grants_and_copies_of(id).await;
+    let p: Pod = rig.admin_pods().await.get(pod).await.unwrap();
     let annotated = p
         .annotations()
         .get("hangar.io/breakglass-process-access")
@@ -98,14 +89,6 @@ async fn in_cluster(rig: &Rig, id: &str, pod: &str) -> InCluster {
         .map_or(0, |ecs| {
             ecs.iter().filter(|c| c.name.starts_with("debug-")).count()
         });
-    let copies = pods
-        .list(&ListParams::default().labels(&format!("hangar.io/breakglass-copy={id}")))
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .count();
     InCluster {
         grants,
         annotated,

@@ -211,6 +211,30 @@ impl Rig {
         })
     }
 
+    /// How many grants and how many copy pods (not being deleted) of session `id` the
+    /// namespace holds.
+    pub async fn grants_and_copies_of(&self, id: &str) -> (usize, usize) {
+        let grants = self
+            .grants()
+            .await
+            .list(&ListParams::default().labels(&format!("hangar.io/breakglass-session={id}")))
+            .await
+            .unwrap()
+            .items
+            .len();
+        let copies = self
+            .admin_pods()
+            .await
+            .list(&ListParams::default().labels(&format!("hangar.io/breakglass-copy={id}")))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .count();
+        (grants, copies)
+    }
+
     /// Waits until the namespace holds no break-glass object: grant, copy pod, annotation.
     pub async fn assert_clean(&self) {
         let grants = self.grants().await;
