@@ -26,6 +26,11 @@ import (
 // nodeName is the one simulated node every pod lands on.
 const nodeName = "node-1"
 
+// NeverStartEphemeralAnnotation set to "true" on a pod makes the node never
+// start its ephemeral containers (reported waiting in ImagePullBackOff), so
+// tests can walk an activation whose debug container never runs.
+const NeverStartEphemeralAnnotation = "e2e.breakglass.test/ephemeral-never-starts"
+
 // nodeSim plays scheduler and kubelet for one node: it binds unscheduled
 // pods to the node, reports them and their containers (ephemeral ones too)
 // running, and completes deletions.
@@ -399,8 +404,18 @@ func (s *nodeSim) desiredStatus(pod *corev1.Pod) *corev1.PodStatus {
 	}
 
 	st.EphemeralContainerStatuses = nil
+	stuck := pod.Annotations[NeverStartEphemeralAnnotation] == "true"
 	for _, c := range pod.Spec.EphemeralContainers {
 		prev := findStatus(pod.Status.EphemeralContainerStatuses, c.Name)
+		if stuck {
+			// What a real kubelet shows for an image it cannot pull: waiting, forever.
+			st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, corev1.ContainerStatus{
+				Name: c.Name, Image: c.Image, Ready: false, Started: ptr(false),
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+					Reason: "ImagePullBackOff", Message: "simulated: " + NeverStartEphemeralAnnotation}},
+			})
+			continue
+		}
 		cs := corev1.ContainerStatus{
 			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image),
 			ContainerID: containerID(pod.UID, c.Name, 0), Ready: false, Started: ptr(true),

@@ -1,5 +1,6 @@
 //! PostgreSQL for tests of several replicas: a fresh, empty database per test on the server
-//! `scripts/postgres.sh start` runs (`BREAKGLASS_TEST_POSTGRES_URL`, the admin URL it prints).
+//! `scripts/postgres.sh start` runs (`BREAKGLASS_TEST_POSTGRES_URL`, the admin URL it prints),
+//! or a private server for a test that restarts the database.
 
 use anyhow::{anyhow, Context as _};
 use sqlx::Connection;
@@ -21,4 +22,65 @@ pub async fn fresh_database() -> anyhow::Result<String> {
         .await?;
     let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
     Ok(format!("{base}/{name}"))
+}
+
+/// A PostgreSQL server of one test's own (`scripts/postgres.sh` with a private directory and a
+/// free port), for a test that stops and starts the database under a running server, which
+/// the shared one, used by every other test, must never be. Stopped when dropped.
+pub struct PrivatePostgres {
+    dir: tempfile::TempDir,
+    port: u16,
+    /// The URL of its `postgres` database.
+    pub url: String,
+}
+
+impl PrivatePostgres {
+    /// Initialises and starts one.
+    pub fn start() -> anyhow::Result<PrivatePostgres> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let pg = PrivatePostgres {
+            dir: tempfile::tempdir()?,
+            port,
+            url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+        };
+        pg.run("start")?;
+        Ok(pg)
+    }
+
+    /// Stops it (fast shutdown: connections are cut, as in a database restart).
+    pub fn stop(&self) -> anyhow::Result<()> {
+        self.run("stop")
+    }
+
+    /// Starts it again after [`PrivatePostgres::stop`], on the same data and port.
+    pub fn restart(&self) -> anyhow::Result<()> {
+        self.run("start")
+    }
+
+    fn run(&self, cmd: &str) -> anyhow::Result<()> {
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres.sh");
+        let out = std::process::Command::new(&script)
+            .arg(cmd)
+            .env("BREAKGLASS_PG_DIR", self.dir.path())
+            .env("BREAKGLASS_PG_PORT", self.port.to_string())
+            .output()
+            .with_context(|| format!("running {}", script.display()))?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "scripts/postgres.sh {cmd} (port {}): {}",
+                self.port,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
 }

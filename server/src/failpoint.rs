@@ -1,7 +1,12 @@
 //! Crash injection for tests: when `BREAKGLASS_FAILPOINT` names a step, the process dies right
-//! after that step is durable, as if killed there. The crash tests restart the server and check
-//! that the sweep converges. Unset (always, in production) it costs one environment read per
-//! step of activation or cleanup, which are rare.
+//! after that step is durable, as if killed there, or (the `*-written` steps) right after the
+//! cluster write and before its row write: the window a real crash leaves an object the row
+//! does not name. The crash tests restart the server and check that the sweep converges. Unset
+//! (always, in production) it costs one environment read per step of activation or cleanup,
+//! which are rare.
+//!
+//! Debug builds also pause at a named step ([`pause`]), so a test can change the cluster
+//! between two steps of a running activation, through the real API server.
 
 use breakglass_shared::session::Progress;
 
@@ -18,10 +23,18 @@ pub const EXIT_CODE: i32 = 86;
 pub enum Failpoint {
     /// The session is `Activating`.
     Activating,
+    /// The grant exists in the cluster; the row does not name it yet.
+    GrantWritten,
     /// The grant is on the row.
     Grant,
+    /// The process-access annotation is on the pod; the row does not say so yet.
+    AnnotateWritten,
     /// The process-access annotation is on the row.
     Annotate,
+    /// The ephemeral debug container is on the pod; the row does not name it yet.
+    ContainerWritten,
+    /// The copy pod exists; the row does not name it yet.
+    CopyWritten,
     /// The debug container (or copy pod) is on the row.
     Container,
     /// The debug container runs, before `Active` is stored.
@@ -49,8 +62,12 @@ impl Failpoint {
     pub fn name(self) -> &'static str {
         match self {
             Failpoint::Activating => "activating",
+            Failpoint::GrantWritten => "grant-written",
             Failpoint::Grant => "grant",
+            Failpoint::AnnotateWritten => "annotate-written",
             Failpoint::Annotate => "annotate",
+            Failpoint::ContainerWritten => "container-written",
+            Failpoint::CopyWritten => "copy-written",
             Failpoint::Container => "container",
             Failpoint::Running => "running",
             Failpoint::Recording => "recording",
@@ -97,5 +114,36 @@ pub fn hit(point: Failpoint) {
     if std::env::var(ENV).is_ok_and(|v| v == name) {
         eprintln!("failpoint {name}: exiting");
         std::process::exit(EXIT_CODE);
+    }
+}
+
+/// Environment variable naming the step to pause after (debug builds only).
+pub const PAUSE_ENV: &str = "BREAKGLASS_PAUSE_AT";
+
+/// Environment variable naming the file whose appearance ends the pause; the server creates
+/// `<file>.paused` when it stops there, so the test knows the moment has come.
+pub const PAUSE_UNTIL_ENV: &str = "BREAKGLASS_PAUSE_UNTIL";
+
+/// Waits, if `point` is the configured pause, until the test's file appears. Release builds
+/// never pause: a production server must not be stoppable through its environment.
+pub async fn pause(point: Failpoint) {
+    if !cfg!(debug_assertions) || std::env::var(PAUSE_ENV).ok().as_deref() != Some(point.name()) {
+        return;
+    }
+    let Ok(until) = std::env::var(PAUSE_UNTIL_ENV) else {
+        eprintln!("{PAUSE_ENV} is set but {PAUSE_UNTIL_ENV} is not: not pausing");
+        return;
+    };
+    let until = std::path::PathBuf::from(until);
+    let mut marker = until.clone().into_os_string();
+    marker.push(".paused");
+    if let Err(e) = std::fs::write(&marker, point.name()) {
+        eprintln!("pause at {}: cannot write {marker:?}: {e}", point.name());
+        return;
+    }
+    eprintln!("pause at {}: waiting for {}", point.name(), until.display());
+    // A test file, polled: no watch machinery for a debug-only hook.
+    while !until.exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }

@@ -15,6 +15,7 @@ use kube::Api;
 use super::error::{retry, STEP_BUDGET};
 use super::objects::*;
 use super::Clusters;
+use crate::failpoint::{self, Failpoint};
 use crate::ports::{ClusterError, ProgressSink};
 
 /// The session's objects on one cluster, for the steps below.
@@ -100,6 +101,7 @@ impl Clusters {
             }
         })
         .await?;
+        failpoint::hit(Failpoint::GrantWritten);
         if s.grant_name.is_none() {
             t.record(Progress::GrantCreated { name }).await?;
         }
@@ -132,6 +134,7 @@ impl Clusters {
                 .map_err(|e| ClusterError::from_kube(env, "add the debug container", e))
         })
         .await?;
+        failpoint::hit(Failpoint::ContainerWritten);
         if s.debug_container.is_none() {
             t.record(Progress::DebugContainerAdded { name: container })
                 .await?;
@@ -162,6 +165,7 @@ impl Clusters {
             }
         })
         .await?;
+        failpoint::hit(Failpoint::CopyWritten);
         if s.copy_pod.is_none() {
             t.record(Progress::CopyPodCreated {
                 name: copy_pod_name(s),
@@ -256,6 +260,7 @@ async fn annotate(t: &Target<'_>) -> Result<(), ClusterError> {
             .map_err(|e| ClusterError::from_kube(env, "annotate the pod for process access", e))
     })
     .await?;
+    failpoint::hit(Failpoint::AnnotateWritten);
     t.record(Progress::ProcessAccessAnnotated).await
 }
 

@@ -46,6 +46,8 @@ pub struct Clusters {
     envs: HashMap<String, EnvCluster>,
     debug_image: String,
     activation_timeout: Duration,
+    /// Objects younger than this are never judged orphans (`reconcile`).
+    orphan_min_age: Duration,
     /// Clients of clusters whose credentials do not change per step.
     clients: Mutex<HashMap<String, Client>>,
     /// The server's username per environment (SelfSubjectReview), dropped after a 401.
@@ -80,6 +82,7 @@ impl Clusters {
             envs,
             debug_image: config.debug_image.clone(),
             activation_timeout: config.activation_timeout,
+            orphan_min_age: config.orphan_min_age,
             clients: Mutex::new(HashMap::new()),
             identities: Mutex::new(HashMap::new()),
             probes: health::Probes::default(),

@@ -17,10 +17,6 @@ use super::objects::*;
 use super::Clusters;
 use crate::ports::ClusterError;
 
-/// Objects younger than this are not judged orphans: their session may have been created
-/// after the caller read the live sessions.
-const ORPHAN_MIN_AGE: Duration = Duration::from_secs(60);
-
 impl Clusters {
     /// Removes break-glass objects on `env` whose session is not in `live` (crash leftovers).
     /// Returns how many were removed.
@@ -47,7 +43,8 @@ impl Clusters {
             else {
                 continue;
             };
-            if live.contains(&id) || is_young(&g.metadata) {
+            // A younger object's session may have been created after the caller read `live`.
+            if live.contains(&id) || is_young(&g.metadata, self.orphan_min_age) {
                 continue;
             }
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -89,9 +86,9 @@ async fn remove_pod_leftovers(pods: &Api<Pod>, env: &str, id: Uuid) -> Result<us
     Ok(removed)
 }
 
-fn is_young(meta: &kube::api::ObjectMeta) -> bool {
+fn is_young(meta: &kube::api::ObjectMeta, min_age: Duration) -> bool {
     meta.creation_timestamp.as_ref().is_some_and(|t| {
         let age = time::OffsetDateTime::now_utc().unix_timestamp() - t.0.as_second();
-        age < ORPHAN_MIN_AGE.as_secs() as i64
+        age < i64::try_from(min_age.as_secs()).unwrap_or(i64::MAX)
     })
 }

@@ -119,6 +119,9 @@ pub struct FileConfig {
     pub sweep_interval_seconds: Option<u64>,
     /// Seconds activation may wait for the debug container to run (default 60).
     pub activation_timeout_seconds: Option<u64>,
+    /// Seconds a break-glass object in a cluster must have existed before the sweep may judge
+    /// it an orphan and remove it (default 60).
+    pub orphan_min_age_seconds: Option<u64>,
     /// Requested-duration bounds per tier.
     #[serde(default)]
     pub durations: TierDurations,
@@ -210,6 +213,8 @@ pub struct Config {
     pub sweep_interval: std::time::Duration,
     /// Bound on waiting for the debug container.
     pub activation_timeout: std::time::Duration,
+    /// Age below which the sweep leaves a break-glass object without a live session alone.
+    pub orphan_min_age: std::time::Duration,
     /// Duration bounds.
     pub durations: TierDurations,
     /// Dev login on.
@@ -262,6 +267,7 @@ impl Config {
             approval_expiry_minutes,
             sweep_interval_seconds,
             activation_timeout_seconds,
+            orphan_min_age_seconds,
             durations,
             dev_login,
             trusted_proxies,
@@ -290,6 +296,7 @@ impl Config {
             approval_expiry_minutes,
             sweep_interval_seconds,
             activation_timeout_seconds,
+            orphan_min_age_seconds,
         }
         .resolve()?;
         let fold_names = auth_section.case_insensitive_names.unwrap_or(true);
@@ -316,6 +323,7 @@ impl Config {
             approval_expiry: sessions.approval_expiry,
             sweep_interval: sessions.sweep_interval,
             activation_timeout: sessions.activation_timeout,
+            orphan_min_age: sessions.orphan_min_age,
             durations: sessions.durations,
             dev_login: dev.enabled,
             dev_users: dev.users,
@@ -384,6 +392,15 @@ mod tests {
     }
 
     #[test]
+    fn the_orphan_age_defaults_to_a_minute_and_is_settable() {
+        assert_eq!(parse("").unwrap().orphan_min_age.as_secs(), 60);
+        let c = parse("orphan_min_age_seconds = 2").unwrap();
+        assert_eq!(c.orphan_min_age.as_secs(), 2);
+        let e = parse("orphan_min_age_seconds = 3601").err().unwrap();
+        assert_eq!(e.key, "orphan_min_age_seconds");
+    }
+
+    #[test]
     fn bad_keys_are_named() {
         let cases = [
             ("[[environments]]\nname = \"Prod\"\ntier = \"flight\"", "environments[0].name"),
@@ -438,6 +455,7 @@ mod tests {
                 "activation_timeout_seconds = 0",
                 "activation_timeout_seconds",
             ),
+            ("orphan_min_age_seconds = 0", "orphan_min_age_seconds"),
             (
                 "[dev_login]\nusers = [{ name = \"\" }]",
                 "dev_login.users[0].name",

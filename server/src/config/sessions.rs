@@ -1,6 +1,6 @@
 //! How long requests and sessions may take and how often the sweep looks at them:
 //! `[durations]`, `approval_expiry_minutes`, `sweep_interval_seconds`,
-//! `activation_timeout_seconds`.
+//! `activation_timeout_seconds`, `orphan_min_age_seconds`.
 
 use breakglass_shared::validate::DurationBounds;
 use breakglass_shared::Tier;
@@ -58,6 +58,7 @@ pub(super) struct SessionsFile {
     pub approval_expiry_minutes: Option<u32>,
     pub sweep_interval_seconds: Option<u64>,
     pub activation_timeout_seconds: Option<u64>,
+    pub orphan_min_age_seconds: Option<u64>,
 }
 
 /// The resolved section.
@@ -66,10 +67,11 @@ pub(super) struct Sessions {
     pub approval_expiry: time::Duration,
     pub sweep_interval: std::time::Duration,
     pub activation_timeout: std::time::Duration,
+    pub orphan_min_age: std::time::Duration,
 }
 
 impl SessionsFile {
-    /// Checks the bounds and fills the defaults (60 minutes, 5 s, 60 s).
+    /// Checks the bounds and fills the defaults (60 minutes, 5 s, 60 s, 60 s).
     pub fn resolve(self) -> Result<Sessions, ConfigError> {
         self.durations.check()?;
         let approval_expiry_minutes = self.approval_expiry_minutes.unwrap_or(60);
@@ -91,11 +93,20 @@ impl SessionsFile {
             1,
             900,
         )?;
+        // At least a second: the sweep reads the live sessions before it lists the cluster, and
+        // an object younger than this may belong to a session created in between.
+        let orphan_min_age = within(
+            "orphan_min_age_seconds",
+            self.orphan_min_age_seconds.unwrap_or(60),
+            1,
+            3600,
+        )?;
         Ok(Sessions {
             durations: self.durations,
             approval_expiry: time::Duration::minutes(i64::from(approval_expiry_minutes)),
             sweep_interval: std::time::Duration::from_secs(sweep),
             activation_timeout: std::time::Duration::from_secs(activation_timeout),
+            orphan_min_age: std::time::Duration::from_secs(orphan_min_age),
         })
     }
 }

@@ -35,6 +35,7 @@ impl ProgressSink for RowProgress<'_> {
         let next = self.commit(p).await?;
         if let Some(point) = point {
             failpoint::hit(point);
+            failpoint::pause(point).await;
         }
         Ok(next)
     }

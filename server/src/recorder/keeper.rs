@@ -101,7 +101,13 @@ impl Recorder {
     /// Finishes the recording of `s` here when it has a live writer and left `Active` (it may
     /// have been ended through another replica, which waits for this lease).
     async fn on_change(self: &Arc<Self>, s: &Session) {
-        if matches!(s.state, SessionState::Activating | SessionState::Active) {
+        // Only the states after `Active` end a recording. A change is a snapshot that can
+        // reach the keeper late (it lags behind the commits under load): one from before the
+        // recording started (`Approved`) must not end the writer started since.
+        if !matches!(
+            s.state,
+            SessionState::Ending | SessionState::Ended | SessionState::Failed
+        ) {
             return;
         }
         // A writer already closed is being finished (or was abandoned).

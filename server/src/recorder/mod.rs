@@ -373,12 +373,26 @@ impl Recorder {
     async fn finish_stored(&self, s: &Session, reason: &str) -> Result<(), RecordingError> {
         let bytes = self.latest(s.id).await?;
         if bytes.ended_reason().is_some() {
-            if let Resumable::Segments(tail) = &bytes {
-                if let Some(done) = self.store_final(&tail.last).await? {
-                    self.report_stored(s.id).stored(done).await;
-                }
-            }
-            return Ok(());
+            let key = recording_key(s.id);
+            let done = match &bytes {
+                Resumable::Segments(tail) => match self.store_final(&tail.last).await? {
+                    Some(built) => built,
+                    // Built before: the final cast's hash and length are the last segment's.
+                    None => RecordingRef {
+                        version: self.final_version(&key).await?,
+                        key,
+                        sha256: tail.last.sha256.clone(),
+                        bytes: tail.last.bytes,
+                    },
+                },
+                Resumable::Single(whole) => RecordingRef {
+                    version: self.final_version(&key).await?,
+                    key,
+                    sha256: crate::recording::sha256_hex(whole),
+                    bytes: whole.len() as u64,
+                },
+            };
+            return self.report_final(s, done).await;
         }
         // Read the row again: the previous writer may have stored versions since `s`.
         let current = match self.db.get(s.id).await {
@@ -388,6 +402,32 @@ impl Recorder {
         let w = self.resume(&current, bytes, "server restarted").await?;
         if let Err(e) = w.finish(reason).await {
             tracing::warn!(id = %s.id, error = %e, "final recording version not stored; earlier versions are kept");
+        }
+        Ok(())
+    }
+
+    /// The latest stored version of the final cast `key`.
+    async fn final_version(&self, key: &str) -> Result<String, RecordingError> {
+        self.store.latest_version(key).await.map_err(|e| {
+            RecordingError::Resume(format!(
+                "the final version of the recording cannot be found: {e}"
+            ))
+        })
+    }
+
+    /// Puts the stored final version `done` on the row when the row names another: the writer
+    /// that finished it could not (the database was down, or the server died in between), and
+    /// the row must name the version with the end, the one verification and the log hold to.
+    async fn report_final(&self, s: &Session, done: RecordingRef) -> Result<(), RecordingError> {
+        let current = match self.db.get(s.id).await {
+            Ok(Some(now)) => now,
+            _ => s.clone(),
+        };
+        let on_row = current.recording.as_ref().is_some_and(|r| {
+            r.key == done.key && r.version == done.version && r.bytes == done.bytes
+        });
+        if !on_row {
+            self.report_stored(s.id).stored(done).await;
         }
         Ok(())
     }
