@@ -20,7 +20,8 @@ pub fn axe_path() -> PathBuf {
     if let Ok(p) = std::env::var("BREAKGLASS_AXE_JS") {
         return PathBuf::from(p);
     }
-    let cache = std::env::var("BREAKGLASS_CACHE").unwrap_or_else(|_| "/var/cache/breakglass".into());
+    let cache =
+        std::env::var("BREAKGLASS_CACHE").unwrap_or_else(|_| "/var/cache/breakglass".into());
     PathBuf::from(cache)
         .join(format!("axe-core-{AXE_VERSION}"))
         .join("axe.min.js")
