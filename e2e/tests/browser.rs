@@ -367,6 +367,19 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     bob.wait_text("[data-testid=active-sessions]", "shop/web-1")
         .await?;
     bob.check_page("10-environment").await?;
+    // Opening a pod by name: every error at its field, each gone once its field is valid.
+    bob.click("form.open-pod button[type=submit]").await?;
+    bob.wait_text("#open-ns-error", "required").await?;
+    bob.wait_text("#open-pod-error", "required").await?;
+    wait_focus(&bob, "#open-ns").await?;
+    bob.check_page("10b-open-pod-errors").await?;
+    bob.fill("#open-ns", "shop").await?;
+    bob.wait_gone("#open-ns-error").await?;
+    ensure!(
+        attr_of(&bob, "#open-ns", "aria-invalid").await?.as_deref() == Some("false"),
+        "a valid namespace is no longer marked invalid"
+    );
+    bob.wait_for("#open-pod-error").await?;
 
     bob.goto(&server.at(&session_href)).await?;
     panel_state(&bob, "Approved").await?;
@@ -376,6 +389,15 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         .await?;
     bob.wait_for("[data-testid=player] .notice-error, [data-testid=player] .player-bar")
         .await?;
+    // The session never ran: nothing to download, and the badge says why in the page.
+    bob.wait_for("[data-testid=integrity-why]").await?;
+    ensure!(
+        bob.client
+            .find_all(fantoccini::Locator::Css("a[download]"))
+            .await?
+            .is_empty(),
+        "no download is offered where nothing was recorded"
+    );
     bob.check_page("12-recording-page").await?;
 
     bob.goto(&server.at("/ops-wall")).await?;

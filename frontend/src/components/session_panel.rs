@@ -88,7 +88,10 @@ pub fn SessionPanel(
         session.with(|s| {
             s.as_ref()
                 .filter(|s| s.state.is_final() || s.state == SessionState::Ending)
-                .map(|s| format!("{}. {}", format::headline(s, true), format::outcome(s)))
+                .map(|s| match &s.end_reason {
+                    Some(r) => format::end_reason(r, &s.requester),
+                    None => format::outcome(s),
+                })
         })
     });
     // What a screen reader hears when the state changes (not on the first render: a live

@@ -47,7 +47,7 @@ fn MyDecisions() -> impl IntoView {
     );
     let items = move || {
         let mut v = list.get().and_then(Result::ok).unwrap_or_default();
-        v.sort_by(|a, b| b.decided_at.cmp(&a.decided_at));
+        v.sort_by_key(|s| std::cmp::Reverse(s.decided_at));
         v.truncate(10);
         v
     };
