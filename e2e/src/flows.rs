@@ -94,3 +94,11 @@ pub async fn attr_of(b: &Browser, css: &str, attr: &str) -> anyhow::Result<Optio
     let el = b.wait_present(css).await?;
     Ok(el.attr(attr).await?)
 }
+
+/// Whether no element matches `css` at all (displayed or not), now.
+pub async fn absent(b: &Browser, css: &str) -> anyhow::Result<bool> {
+    Ok(b.client
+        .find_all(fantoccini::Locator::Css(css))
+        .await?
+        .is_empty())
+}

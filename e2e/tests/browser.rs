@@ -21,7 +21,8 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer};
 use breakglass_e2e::flows::{
-    attr_of, end_session, find_in_player, panel_state, request_access, type_in_terminal, wait_focus,
+    absent, attr_of, end_session, find_in_player, panel_state, request_access, type_in_terminal,
+    wait_focus,
 };
 use breakglass_e2e::server::{config_toml, install_guardrails};
 use breakglass_e2e::{wait_for_pod_running, ControlPlane, Identity};
@@ -333,10 +334,7 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         "bob's reason is kept, got {kept}"
     );
     ensure!(
-        bob.client
-            .find_all(fantoccini::Locator::Css("[data-action=confirm-deny]"))
-            .await?
-            .is_empty(),
+        absent(&bob, "[data-action=confirm-deny]").await?,
         "a decided request cannot be denied from the stale form"
     );
     bob.check_page("08b-decided-elsewhere").await?;
@@ -392,10 +390,7 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     // The session never ran: nothing to download, and the badge says why in the page.
     bob.wait_for("[data-testid=integrity-why]").await?;
     ensure!(
-        bob.client
-            .find_all(fantoccini::Locator::Css("a[download]"))
-            .await?
-            .is_empty(),
+        absent(&bob, "a[download]").await?,
         "no download is offered where nothing was recorded"
     );
     bob.check_page("12-recording-page").await?;
@@ -438,10 +433,7 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     bob.wait_for("[data-testid=session-panel] .notice-error")
         .await?;
     ensure!(
-        bob.client
-            .find_all(fantoccini::Locator::Css("details.events"))
-            .await?
-            .is_empty(),
+        absent(&bob, "details.events").await?,
         "no event history under a session that was not found"
     );
     bob.check_page("15-session-not-found").await?;
