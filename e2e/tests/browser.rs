@@ -482,7 +482,28 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
         .await
         .context("the terminal connects")?;
     type_in_terminal(alice, "echo hello\n", "hello").await?;
+    // At a 1280x760 viewport most of the terminal is above the fold.
+    let chrome = alice
+        .js("return window.outerHeight - window.innerHeight")
+        .await?
+        .as_u64()
+        .unwrap_or(0);
+    alice
+        .client
+        .set_window_size(1280, 760 + u32::try_from(chrome)?)
+        .await?;
+    let shown = alice
+        .js(
+            "const r = document.querySelector('.term-box').getBoundingClientRect(); \
+             return (Math.min(r.bottom, window.innerHeight) - Math.max(r.top, 0)) / r.height",
+        )
+        .await?;
+    ensure!(
+        shown.as_f64().is_some_and(|f| f > 0.5),
+        "only {shown} of the terminal is above the fold at 1280x760"
+    );
     alice.check_page("20-terminal").await?;
+    alice.client.set_window_size(1280, 900).await?;
     end_session(alice).await?;
     // The terminal keeps its screen under a note that says why it ended and links to the
     // recording.

@@ -188,15 +188,34 @@ fn StateView(
         view! { <h3 id=head_id tabindex="-1" data-testid="session-headline">{headline}</h3> }
             .into_any()
     };
+    let actions = view! {
+        <div class="panel-actions">
+            <SessionActions session=session with_end=true/>
+            {s.active_at.is_some().then(|| view! {
+                <a class="button-link" href=links::recording(id, None)>"Recording"</a>
+            })}
+            {(!on_session_page).then(|| view! { <a class="button-link" href=links::session(id)>"Session page"</a> })}
+        </div>
+    };
+    let (in_head, below) = if active {
+        (Some(actions), None)
+    } else {
+        (None, Some(actions))
+    };
     view! {
         <header class="panel-head">
             {heading}
             {(s.state == SessionState::Active).then_some(s.expires_at).flatten().map(|until| view! { <TimeLeft until=until/> })}
+            {in_head}
         </header>
-        <p class="outcome" data-testid="session-outcome">
-            {preparing.then(|| view! { <span class="spinner" aria-hidden="true"></span> })}
-            {format::outcome(&s)}
-        </p>
+        // While active the terminal's own status says what the outcome would: the line goes,
+        // and the actions move up into the headline's row, so the terminal sits higher.
+        {(!active).then(|| view! {
+            <p class="outcome" data-testid="session-outcome">
+                {preparing.then(|| view! { <span class="spinner" aria-hidden="true"></span> })}
+                {format::outcome(&s)}
+            </p>
+        })}
         {waiting.then(|| view! {
             <p class="approvers" data-testid="approvers">
                 {move || {
@@ -210,13 +229,7 @@ fn StateView(
                 }}
             </p>
         })}
-        <div class="panel-actions">
-            <SessionActions session=session with_end=true/>
-            {s.active_at.is_some().then(|| view! {
-                <a class="button-link" href=links::recording(id, None)>"Recording"</a>
-            })}
-            {(!on_session_page).then(|| view! { <a class="button-link" href=links::session(id)>"Session page"</a> })}
-        </div>
+        {below}
         {if active || fold_facts {
             // The terminal is what matters now (and stays after the end): the details fold away.
             view! {
