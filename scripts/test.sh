@@ -50,6 +50,9 @@ if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; the
   apt-get update -qq && apt-get install -y -qq chromium chromium-driver
 fi
 
+step "axe-core for the browser tests' accessibility checks (npm, pinned)"
+scripts/axe.sh install
+
 step "test control plane (Go; cached per source version)"
 export BREAKGLASS_CONTROLPLANE_BIN
 BREAKGLASS_CONTROLPLANE_BIN=$(scripts/controlplane.sh build)

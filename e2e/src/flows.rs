@@ -72,3 +72,33 @@ pub async fn find_in_player(b: &Browser, needle: &str) -> anyhow::Result<()> {
         .await?;
     b.wait_text("[role=status]", "found at").await.map(|_| ())
 }
+
+/// Waits until keyboard focus is on an element matching `css` (never on `<body>` after a
+/// change the user made).
+pub async fn wait_focus(b: &Browser, css: &str) -> anyhow::Result<()> {
+    let script = format!(
+        "const a = document.activeElement; return !!a && a.matches({})",
+        serde_json::to_string(css)?
+    );
+    let script = &script;
+    wait_until(
+        &format!("{}: focus on `{css}`", b.name),
+        UI_WAIT,
+        || async move { Ok((b.js(script).await?.as_bool() == Some(true)).then_some(())) },
+    )
+    .await
+}
+
+/// The value of `attr` on the first element matching `css`.
+pub async fn attr_of(b: &Browser, css: &str, attr: &str) -> anyhow::Result<Option<String>> {
+    let el = b.wait_present(css).await?;
+    Ok(el.attr(attr).await?)
+}
+
+/// Whether no element matches `css` at all (displayed or not), now.
+pub async fn absent(b: &Browser, css: &str) -> anyhow::Result<bool> {
+    Ok(b.client
+        .find_all(fantoccini::Locator::Css(css))
+        .await?
+        .is_empty())
+}

@@ -32,6 +32,7 @@ pub mod access;
 pub mod agent;
 pub mod apply;
 pub mod browser;
+pub mod browser_a11y;
 mod controlplane;
 pub mod flows;
 pub mod hydra;

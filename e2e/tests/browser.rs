@@ -21,7 +21,8 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer};
 use breakglass_e2e::flows::{
-    end_session, find_in_player, panel_state, request_access, type_in_terminal,
+    absent, attr_of, end_session, find_in_player, panel_state, request_access, type_in_terminal,
+    wait_focus,
 };
 use breakglass_e2e::server::{config_toml, install_guardrails};
 use breakglass_e2e::{wait_for_pod_running, ControlPlane, Identity};
@@ -91,15 +92,15 @@ async fn two_replicas_one_queue_in_the_browser() -> anyhow::Result<()> {
         bob.wait_text("[data-testid=queue-item]", "shop/web-1")
             .await?;
         assert_not_reloaded(&bob).await?;
-        bob.screenshot("30-replica-b-queue-live").await?;
+        bob.check_page("30-replica-b-queue-live").await?;
         bob.click("[data-testid=queue-item] [data-action=approve]")
             .await?;
         panel_state(&alice, "Approved").await?;
         alice
-            .wait_text("[data-testid=session-outcome]", "approved by bob")
+            .wait_text("[data-testid=session-headline]", "approved by bob")
             .await?;
         assert_not_reloaded(&alice).await?;
-        alice.screenshot("31-replica-a-approved-live").await?;
+        alice.check_page("31-replica-a-approved-live").await?;
         for br in [alice, bob] {
             br.close().await?;
         }
@@ -129,16 +130,16 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     alice
         .wait_for("button.user-choice[data-user='alice']")
         .await?;
-    alice.screenshot("01-sign-in").await?;
+    alice.check_page("01-sign-in").await?;
     alice.dev_sign_in("alice").await?;
     alice.wait_for("[data-testid=environments]").await?;
-    alice.screenshot("02-home-alice").await?;
+    alice.check_page("02-home-alice").await?;
 
     // A deep link, loaded from scratch: the Debug panel of a production pod.
     alice.goto(&server.at(POD_PATH)).await?;
     alice.wait_for("[data-testid=debug-form]").await?;
     alice.wait_for("[data-testid=pod-status]").await?;
-    alice.screenshot("03-debug-panel").await?;
+    alice.check_page("03-debug-panel").await?;
 
     // The shared validation rules run before anything is sent, each error next to its field.
     alice.fill("#bg-reason", "too short").await?;
@@ -155,7 +156,20 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         focused.as_str() == Some("bg-reason"),
         "focus should move to the first bad field, got {focused}"
     );
-    alice.screenshot("04-form-errors").await?;
+    alice.check_page("04-form-errors").await?;
+    // Each error goes, with its aria-invalid, as soon as the field is valid.
+    alice
+        .fill("#bg-reason", "orders stuck in the payment worker")
+        .await?;
+    alice.wait_gone("#bg-reason-error").await?;
+    ensure!(
+        attr_of(&alice, "#bg-reason", "aria-invalid")
+            .await?
+            .as_deref()
+            == Some("false"),
+        "a valid reason is no longer marked invalid"
+    );
+    alice.wait_for("#bg-ticket-error").await?;
 
     // A valid request: Flight, so it waits for a second person, who is named.
     request_access(&alice, "orders stuck in the payment worker since 09:10").await?;
@@ -163,7 +177,24 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     alice
         .wait_text("[data-testid=session-headline]", "Waiting for approval")
         .await?;
+    // The form went away with the submit: focus is on what replaced it.
+    wait_focus(&alice, "[data-testid=session-headline]").await?;
     alice.wait_text("[data-testid=approvers]", "bob").await?;
+    ensure!(
+        !alice
+            .wait_for("[data-testid=approvers]")
+            .await?
+            .text()
+            .await?
+            .contains("alice"),
+        "the requester is never offered as an approver"
+    );
+    alice
+        .wait_text(
+            "[data-testid=session-panel] [data-action=end]",
+            "Withdraw request",
+        )
+        .await?;
     let session_href = alice
         .wait_for("[data-testid=session-panel] .panel-actions a[href^='/sessions/']")
         .await?
@@ -171,7 +202,7 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         .await?
         .context("the panel links to the session page")?;
     mark_page(&alice).await?;
-    alice.screenshot("05-waiting-for-approval").await?;
+    alice.check_page("05-waiting-for-approval").await?;
 
     // bob signs in on his own browser; the request is in his queue strip.
     bob.goto(&server.at("/")).await?;
@@ -185,7 +216,13 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
             .contains("orders stuck in the payment worker"),
         "the queue shows the reason"
     );
-    bob.screenshot("06-queue-strip").await?;
+    bob.check_page("06-queue-strip").await?;
+    // A background tab says there is work for him.
+    let title = bob.client.title().await?;
+    ensure!(
+        title.starts_with("(1) "),
+        "bob's title counts the request waiting for his decision, got {title:?}"
+    );
     mark_page(&bob).await?;
 
     // One click approves it; the queue empties.
@@ -194,17 +231,43 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     bob.wait_gone("[data-testid=queue-item]").await?;
     bob.wait_text("[data-testid=queue-strip]", "Nothing is waiting")
         .await?;
+    // The item went away: bob hears what he did, with a link to it, and focus is there.
+    bob.wait_text(
+        "[data-testid=decision-note]",
+        "You approved alice's request for shop/web-1",
+    )
+    .await?;
+    wait_focus(&bob, "[data-testid=decision-note]").await?;
+    ensure!(
+        attr_of(&bob, "[data-testid=decision-note] a", "href")
+            .await?
+            .as_deref()
+            == Some(session_href.as_str()),
+        "the note links to the approved request"
+    );
+    bob.check_page("06b-approved-note").await?;
 
-    // alice's panel turns to approved by itself.
+    // alice's panel turns to approved by itself, and a screen reader hears it.
     panel_state(&alice, "Approved").await?;
     alice
-        .wait_text("[data-testid=session-headline]", "Approved")
+        .wait_text("[data-testid=session-headline]", "Approved by bob")
         .await?;
-    alice
-        .wait_text("[data-testid=session-outcome]", "approved by bob")
+    let said = alice
+        .js("return document.querySelector('[data-testid=panel-announcement]').textContent")
         .await?;
+    ensure!(
+        said.as_str().is_some_and(|t| t.contains("Approved by bob")),
+        "the live region announces the change, got {said}"
+    );
+    ensure!(
+        attr_of(&alice, "[data-testid=panel-announcement]", "aria-live")
+            .await?
+            .as_deref()
+            == Some("polite"),
+        "the announcement is a live region"
+    );
     assert_not_reloaded(&alice).await?;
-    alice.screenshot("07-approved-live").await?;
+    alice.check_page("07-approved-live").await?;
 
     // A second request appears in bob's queue live, and bob denies it with a reason.
     alice
@@ -223,9 +286,15 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     bob.wait_text(".deny-form .field-error", "required").await?;
     bob.fill(".deny-form textarea", "not during the release freeze")
         .await?;
-    bob.screenshot("08-deny-inline").await?;
+    bob.check_page("08-deny-inline").await?;
     bob.click("[data-action=confirm-deny]").await?;
     bob.wait_gone("[data-testid=queue-item]").await?;
+    bob.wait_text(
+        "[data-testid=decision-note]",
+        "You denied alice's request for shop/web-2",
+    )
+    .await?;
+    wait_focus(&bob, "[data-testid=decision-note]").await?;
     panel_state(&alice, "Denied").await?;
     alice
         .wait_text(
@@ -234,7 +303,56 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         )
         .await?;
     assert_not_reloaded(&alice).await?;
-    alice.screenshot("09-denied-live").await?;
+    alice.check_page("09-denied-live").await?;
+
+    // bob types a deny reason while carol approves the same request: his form stays, says who
+    // decided and when, and keeps his text.
+    let carol = Browser::open(&driver, "carol", true).await?;
+    carol.goto(&server.at("/")).await?;
+    carol.dev_sign_in("carol").await?;
+    alice
+        .goto(&server.at("/env/prod/ns/shop/pod/web-4"))
+        .await?;
+    request_access(&alice, "third look: the web-4 pod drops connections").await?;
+    panel_state(&alice, "PendingApproval").await?;
+    bob.wait_text("[data-testid=queue-item]", "shop/web-4")
+        .await?;
+    bob.click("[data-testid=queue-item] [data-action=deny]")
+        .await?;
+    bob.fill(".deny-form textarea", "let us wait for the release")
+        .await?;
+    carol
+        .click("[data-testid=queue-item] [data-action=approve]")
+        .await?;
+    bob.wait_text("[data-testid=decided-elsewhere]", "carol approved this at")
+        .await?;
+    let kept = bob
+        .js("return document.querySelector('.deny-form textarea').value")
+        .await?;
+    ensure!(
+        kept.as_str() == Some("let us wait for the release"),
+        "bob's reason is kept, got {kept}"
+    );
+    ensure!(
+        absent(&bob, "[data-action=confirm-deny]").await?,
+        "a decided request cannot be denied from the stale form"
+    );
+    bob.check_page("08b-decided-elsewhere").await?;
+    bob.click("[data-action=cancel-deny]").await?;
+    bob.wait_gone("[data-testid=queue-item]").await?;
+
+    // alice withdraws the approved request from the keyboard's point of view: focus stays on
+    // the panel's new state.
+    panel_state(&alice, "Approved").await?;
+    alice
+        .click("[data-testid=session-panel] [data-action=end]")
+        .await?;
+    panel_state(&alice, "Withdrawn").await?;
+    wait_focus(&alice, "[data-testid=session-headline]").await?;
+    alice
+        .wait_text("[data-testid=session-outcome]", "took the request back")
+        .await?;
+    alice.check_page("09b-withdrawn").await?;
 
     // The other pages, for the record (no cluster here: listings and guardrails are unavailable
     // and must say so).
@@ -246,27 +364,85 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         .await?;
     bob.wait_text("[data-testid=active-sessions]", "shop/web-1")
         .await?;
-    bob.screenshot("10-environment").await?;
+    bob.check_page("10-environment").await?;
+    // Opening a pod by name: every error at its field, each gone once its field is valid.
+    bob.click("form.open-pod button[type=submit]").await?;
+    bob.wait_text("#open-ns-error", "required").await?;
+    bob.wait_text("#open-pod-error", "required").await?;
+    wait_focus(&bob, "#open-ns").await?;
+    bob.check_page("10b-open-pod-errors").await?;
+    bob.fill("#open-ns", "shop").await?;
+    bob.wait_gone("#open-ns-error").await?;
+    ensure!(
+        attr_of(&bob, "#open-ns", "aria-invalid").await?.as_deref() == Some("false"),
+        "a valid namespace is no longer marked invalid"
+    );
+    bob.wait_for("#open-pod-error").await?;
 
     bob.goto(&server.at(&session_href)).await?;
     panel_state(&bob, "Approved").await?;
-    bob.screenshot("11-session-page").await?;
+    bob.check_page("11-session-page").await?;
 
     bob.goto(&server.at(&format!("{session_href}/recording?t=3")))
         .await?;
     bob.wait_for("[data-testid=player] .notice-error, [data-testid=player] .player-bar")
         .await?;
-    bob.screenshot("12-recording-page").await?;
+    // The session never ran: nothing to download, and the badge says why in the page.
+    bob.wait_for("[data-testid=integrity-why]").await?;
+    ensure!(
+        absent(&bob, "a[download]").await?,
+        "no download is offered where nothing was recorded"
+    );
+    bob.check_page("12-recording-page").await?;
 
     bob.goto(&server.at("/ops-wall")).await?;
     bob.wait_text("[data-testid=active-sessions]", "shop/web-1")
         .await?;
-    bob.screenshot("13-ops-wall").await?;
+    bob.wait_text("[data-testid=wall-user]", "signed in as bob")
+        .await?;
+    bob.check_page("13-ops-wall").await?;
+    bob.client.set_window_size(1920, 1080).await?;
+    bob.check_page("13b-ops-wall-1920").await?;
+    // A phone: no sideways scrolling, and the dev banner on one line.
+    bob.client.set_window_size(390, 844).await?;
+    let fits = bob
+        .js("return document.documentElement.scrollWidth <= window.innerWidth")
+        .await?;
+    if fits.as_bool() != Some(true) {
+        // Name what sticks out, so the failure says where to look.
+        let wide = bob
+            .js("return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 12).join(' | ') + ' iw=' + window.innerWidth")
+            .await?;
+        anyhow::bail!("the ops wall scrolls sideways at 390 px: {wide}");
+    }
+    let lines = bob
+        .js("const r = document.createRange(); \
+             r.selectNodeContents(document.querySelector('[data-testid=dev-banner] .dev-short')); \
+             return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size")
+        .await?;
+    ensure!(
+        lines.as_u64() == Some(1),
+        "the dev banner takes {lines} lines at 390 px"
+    );
+    bob.check_page("13c-ops-wall-390").await?;
+    bob.client.set_window_size(1280, 900).await?;
+
+    // A session that does not exist: the error, and no empty history under it.
+    bob.goto(&server.at("/sessions/00000000-0000-4000-8000-000000000000"))
+        .await?;
+    bob.wait_for("[data-testid=session-panel] .notice-error")
+        .await?;
+    ensure!(
+        absent(&bob, "details.events").await?,
+        "no event history under a session that was not found"
+    );
+    bob.check_page("15-session-not-found").await?;
+    bob.goto(&server.at("/no/such/page")).await?;
+    bob.wait_text("h1", "Page not found").await?;
+    bob.check_page("16-page-not-found").await?;
 
     // Dark colour scheme (prefers-color-scheme), as carol, who may break the glass.
-    let carol = Browser::open(&driver, "carol", true).await?;
     carol.goto(&server.at("/")).await?;
-    carol.dev_sign_in("carol").await?;
     carol.wait_for("[data-testid=my-sessions]").await?;
     carol
         .goto(&server.at("/env/prod/ns/shop/pod/web-3"))
@@ -276,7 +452,7 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     carol
         .wait_for("[data-testid=session-panel] [data-action=break-glass]")
         .await?;
-    carol.screenshot("14-dark-break-glass").await?;
+    carol.check_page("14-dark-break-glass").await?;
 
     // Sign out returns to the sign-in picker.
     alice.click("[data-testid=sign-out]").await?;
@@ -306,20 +482,51 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
         .await
         .context("the terminal connects")?;
     type_in_terminal(alice, "echo hello\n", "hello").await?;
-    alice.screenshot("20-terminal").await?;
-    end_session(alice).await?;
-    // The terminal goes away with the session.
-    alice.wait_gone(".term-box").await?;
-    alice.screenshot("21-ended").await?;
+    // At a 1280x760 viewport most of the terminal is above the fold.
+    let chrome = alice
+        .js("return window.outerHeight - window.innerHeight")
+        .await?
+        .as_u64()
+        .unwrap_or(0);
     alice
-        .click("[data-testid=session-panel] .panel-actions a[href$='/recording']")
+        .client
+        .set_window_size(1280, 760 + u32::try_from(chrome)?)
         .await?;
+    let shown = alice
+        .js(
+            "const r = document.querySelector('.term-box').getBoundingClientRect(); \
+             return (Math.min(r.bottom, window.innerHeight) - Math.max(r.top, 0)) / r.height",
+        )
+        .await?;
+    ensure!(
+        shown.as_f64().is_some_and(|f| f > 0.5),
+        "only {shown} of the terminal is above the fold at 1280x760"
+    );
+    alice.check_page("20-terminal").await?;
+    alice.client.set_window_size(1280, 900).await?;
+    end_session(alice).await?;
+    // The terminal keeps its screen under a note that says why it ended and links to the
+    // recording.
+    alice
+        .wait_text("[data-testid=terminal-ended]", "alice ended it")
+        .await?;
+    alice.wait_for(".term-box").await?;
+    let rows = alice
+        .js("return [...document.querySelectorAll('.term-box .xterm-rows > div')].map(d => d.textContent.trimEnd())")
+        .await?;
+    ensure!(
+        rows.as_array()
+            .is_some_and(|r| r.iter().any(|l| l.as_str() == Some("hello"))),
+        "the ended terminal still shows its screen, got {rows}"
+    );
+    alice.check_page("21-ended").await?;
+    alice.click("[data-testid=terminal-ended] a").await?;
     alice.wait_for("[data-testid=player] .player-bar").await?;
     find_in_player(alice, "hello").await?;
     alice
         .wait_text("[data-testid=integrity]", "Verified")
         .await?;
-    alice.screenshot("22-recording").await?;
+    alice.check_page("22-recording").await?;
     Ok(())
 }
 
@@ -367,7 +574,7 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
             .await?;
         bob.goto(&server.at("/env/prod")).await?;
         bob.wait_for("[data-testid=guardrails] .checks").await?;
-        bob.screenshot("23-environment-with-cluster").await?;
+        bob.check_page("23-environment-with-cluster").await?;
         activation_terminal_and_recording(&alice).await?;
         for b in [alice, bob] {
             b.close().await?;

@@ -61,15 +61,40 @@ pub fn use_auth() -> Auth {
     expect_context::<Auth>()
 }
 
-/// Sets the document title: `<page> · Break-glass`.
-pub fn set_title(page: &str) {
+thread_local! {
+    /// The page's own title and how many requests wait for the signed-in user's decision.
+    static TITLE: std::cell::RefCell<(String, usize)> = const { std::cell::RefCell::new((String::new(), 0)) };
+}
+
+fn render_title() {
+    let (page, waiting) = TITLE.with(|t| t.borrow().clone());
+    let base = if page.is_empty() {
+        PRODUCT_NAME.to_string()
+    } else {
+        format!("{page} · {PRODUCT_NAME}")
+    };
+    // First, so a background tab's title says there is work before it is cut short.
+    let title = if waiting > 0 {
+        format!("({waiting}) {base}")
+    } else {
+        base
+    };
     if let Some(doc) = web_sys::window().and_then(|w| w.document()) {
-        if page.is_empty() {
-            doc.set_title(PRODUCT_NAME);
-        } else {
-            doc.set_title(&format!("{page} · {PRODUCT_NAME}"));
-        }
+        doc.set_title(&title);
     }
+}
+
+/// Sets the document title: `<page> · Break-glass`, after `(n)` when n requests wait for the
+/// signed-in user's decision.
+pub fn set_title(page: &str) {
+    TITLE.with(|t| t.borrow_mut().0 = page.to_string());
+    render_title();
+}
+
+/// Sets how many requests wait for the signed-in user's decision (shown in the title).
+pub fn set_waiting_count(n: usize) {
+    TITLE.with(|t| t.borrow_mut().1 = n);
+    render_title();
 }
 
 /// The app: asks the server who we are, then shows the shell.
@@ -101,7 +126,7 @@ pub fn App() -> impl IntoView {
 #[component]
 fn Brand() -> impl IntoView {
     view! {
-        <A href=links::home() attr:class="brand" attr:aria-label="Break-glass home">
+        <A href=links::home() attr:class="brand">
             <svg class="brand-mark" viewBox="0 0 16 16" width="18" height="18" aria-hidden="true">
                 <rect x="1.5" y="1.5" width="13" height="13" rx="2" fill="none" stroke="currentColor" stroke-width="1.5"/>
                 <path d="M5 2 7.5 7 5.5 9.5 9 14M7.5 7 14 6M5.5 9.5 2 11" fill="none" stroke="currentColor" stroke-width="1.2"/>
@@ -142,9 +167,11 @@ fn Shell(
     view! {
         <a class="skip-link" href="#main">"Skip to content"</a>
         <Show when=dev_mode>
-            <div class="dev-banner" role="note" data-testid="dev-banner">
-                "Dev mode — demo users sign in without a password. Never use this in production."
-            </div>
+            // A landmark of its own, so nothing on the page sits outside one.
+            <aside class="dev-banner" aria-label="Dev mode warning" data-testid="dev-banner">
+                <span class="dev-long">"Dev mode — demo users sign in without a password. Never use this in production."</span>
+                <span class="dev-short">"Dev mode — no passwords, not for production"</span>
+            </aside>
         </Show>
         <Show when=move || !on_wall()>
             <Topbar/>
@@ -161,6 +188,8 @@ fn Shell(
 
 #[component]
 fn AppRoutes() -> impl IntoView {
+    crate::components::actions::DenyDrafts::provide();
+    crate::components::queue_strip::count_waiting_for_me();
     view! {
         <Routes fallback=|| view! { <pages::NotFound/> }>
             <Route path=path!("/") view=pages::Home/>

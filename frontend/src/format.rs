@@ -1,6 +1,9 @@
 //! Text for people: durations, ages, states and end reasons. Pure functions (host-tested).
 
-use breakglass_shared::{EndReason, Session, SessionState};
+use breakglass_shared::{EndReason, Session, SessionState, Tier};
+
+mod events;
+pub use events::folded as folded_events;
 use time::OffsetDateTime;
 
 /// `1:05:09`, `5:09` or `0:09` for a number of seconds (negative counts as zero).
@@ -95,49 +98,103 @@ pub fn state_class(s: SessionState) -> &'static str {
     }
 }
 
-/// Why a session ended, as a sentence.
-pub fn end_reason(r: &EndReason) -> String {
+/// Why a session ended, as a sentence about `requester`'s session.
+pub fn end_reason(r: &EndReason, requester: &str) -> String {
     match r {
-        EndReason::UserEnded => "ended by the requester".into(),
-        EndReason::Terminated { by } => format!("terminated by {by}"),
-        EndReason::TtlExpired => "the requested time ran out".into(),
-        EndReason::PodGone => "the pod went away".into(),
-        EndReason::RelayError => "the terminal connection to the pod broke".into(),
+        EndReason::UserEnded => format!("{requester} ended it."),
+        EndReason::Terminated { by } => format!("{by} terminated it."),
+        EndReason::TtlExpired => "The requested time ran out.".into(),
+        EndReason::PodGone => "The pod went away.".into(),
+        EndReason::RelayError => "The terminal connection to the pod broke.".into(),
         EndReason::RecordingFailed => {
-            "the recording could not be kept (no recording, no session)".into()
+            "The recording could not be kept, so the session could not go on.".into()
         }
-        EndReason::AdminForceEnded => "ended by an operator".into(),
+        EndReason::AdminForceEnded => "An operator ended it.".into(),
     }
 }
 
-/// One line saying where a final or waiting session stands.
+/// The session panel's headline: the state, with who made it so where someone did. `mine`:
+/// the reader is the requester.
+pub fn headline(s: &Session, mine: bool) -> String {
+    match s.state {
+        SessionState::PendingApproval if mine => "Waiting for approval".into(),
+        SessionState::PendingApproval => format!("{} is waiting for approval", s.requester),
+        SessionState::Approved => match (&s.glass_broken_by, &s.approver) {
+            (Some(by), _) => format!("Glass broken by {by}"),
+            (None, Some(by)) if s.tier == Tier::Flight => format!("Approved by {by}"),
+            _ => "Approved automatically (Ground)".into(),
+        },
+        SessionState::Activating => "Activating".into(),
+        SessionState::Active => "Active".into(),
+        SessionState::Ending => "Ending".into(),
+        SessionState::Ended => match &s.end_reason {
+            Some(EndReason::Terminated { by }) => format!("Terminated by {by}"),
+            _ => "Ended".into(),
+        },
+        SessionState::Denied => match &s.approver {
+            Some(by) => format!("Denied by {by}"),
+            None => "Denied".into(),
+        },
+        SessionState::Expired => "Expired".into(),
+        SessionState::Withdrawn => "Withdrawn".into(),
+        SessionState::Failed => "Activation failed".into(),
+    }
+}
+
+/// The sentence under the headline: what it means now, in words the headline has not used.
 pub fn outcome(s: &Session) -> String {
     match s.state {
-        SessionState::PendingApproval => "waiting for a second person to approve".into(),
-        SessionState::Approved => match (&s.glass_broken_by, &s.approver) {
-            (Some(by), _) => format!("glass broken by {by}; activation starts shortly"),
-            (None, Some(by)) if s.tier == breakglass_shared::Tier::Flight => {
-                format!("approved by {by}; activation starts shortly")
-            }
-            _ => "approved; activation starts shortly".into(),
-        },
-        SessionState::Activating => "adding the debug container to the pod…".into(),
-        SessionState::Active => "active: the terminal is attached to the debug container".into(),
-        SessionState::Ending => "ending: closing the terminal and cleaning up".into(),
+        SessionState::PendingApproval => "A second person with approve rights decides.".into(),
+        SessionState::Approved | SessionState::Activating => {
+            "The debug container is being prepared; the terminal opens here when it runs.".into()
+        }
+        SessionState::Active => "The terminal is attached to the debug container.".into(),
+        SessionState::Ending => "Closing the terminal and cleaning up the cluster.".into(),
         SessionState::Ended => match &s.end_reason {
-            Some(r) => format!("ended: {}", end_reason(r)),
-            None => "ended".into(),
+            Some(EndReason::Terminated { .. }) => "Its terminal was closed.".into(),
+            Some(r) => end_reason(r, &s.requester),
+            None => "It is over.".into(),
         },
-        SessionState::Denied => match (&s.approver, &s.denial_reason) {
-            (Some(by), Some(why)) => format!("denied by {by}: {why}"),
-            (None, Some(why)) => format!("denied: {why}"),
-            _ => "denied".into(),
+        SessionState::Denied => match &s.denial_reason {
+            Some(why) => format!("Reason: {why}"),
+            None => "No reason was given.".into(),
         },
-        SessionState::Expired => "expired: nobody approved it in time".into(),
-        SessionState::Withdrawn => "withdrawn by the requester".into(),
+        SessionState::Expired => {
+            if s.approver.is_some() || s.glass_broken_by.is_some() {
+                "The debug container did not start in time.".into()
+            } else {
+                "Nobody approved it in time.".into()
+            }
+        }
+        SessionState::Withdrawn => {
+            format!("{} took the request back before it started.", s.requester)
+        }
         SessionState::Failed => match &s.failure {
-            Some(f) => format!("activation failed: {f}"),
-            None => "activation failed".into(),
+            Some(f) => f.clone(),
+            None => "The server gave no reason.".into(),
+        },
+    }
+}
+
+/// A recording marker as people say it (the server writes `approved by bob`, `approved:
+/// Ground`, `ended: TtlExpired`).
+pub fn marker_label(raw: &str) -> String {
+    if let Some(kind) = raw.strip_prefix("ended: ") {
+        // The marker names the kind only; who terminated is on the session, not here.
+        return match EndReason::from_parts(kind, None) {
+            Some(r) => end_reason(&r, "the requester")
+                .trim_end_matches('.')
+                .to_string(),
+            None if kind == "Terminated" => "terminated".into(),
+            None => "ended".into(),
+        };
+    }
+    match raw {
+        "approved: Ground" => "approved automatically".into(),
+        "handed over by another server replica" => "continued on another server".into(),
+        _ => match raw.strip_prefix("approved: ") {
+            Some(rest) => rest.to_string(),
+            None => raw.to_string(),
         },
     }
 }
@@ -175,8 +232,48 @@ mod tests {
     #[test]
     fn end_reasons_name_who() {
         assert_eq!(
-            end_reason(&EndReason::Terminated { by: "carol".into() }),
-            "terminated by carol"
+            end_reason(&EndReason::Terminated { by: "carol".into() }, "alice"),
+            "carol terminated it."
         );
+        assert_eq!(
+            end_reason(&EndReason::UserEnded, "alice"),
+            "alice ended it."
+        );
+    }
+
+    #[test]
+    fn markers_read_as_words() {
+        assert_eq!(marker_label("ended: UserEnded"), "the requester ended it");
+        assert_eq!(
+            marker_label("ended: TtlExpired"),
+            "The requested time ran out"
+        );
+        assert_eq!(marker_label("ended: Terminated"), "terminated");
+        assert_eq!(marker_label("approved: Ground"), "approved automatically");
+        assert_eq!(
+            marker_label("approved: glass broken by carol"),
+            "glass broken by carol"
+        );
+        assert_eq!(marker_label("approved by bob"), "approved by bob");
+    }
+
+    #[test]
+    fn headline_and_outcome_do_not_repeat_the_state() {
+        let mut s = crate::live::tests::session(0, SessionState::PendingApproval, 1);
+        s.state = SessionState::Approved;
+        s.approver = Some("bob".into());
+        let (h, o) = (headline(&s, true), outcome(&s));
+        assert_eq!(h, "Approved by bob");
+        assert!(!o.to_lowercase().contains("approv"), "{o}");
+        s.state = SessionState::Ended;
+        s.end_reason = Some(EndReason::UserEnded);
+        assert_eq!(
+            (headline(&s, true), outcome(&s)),
+            ("Ended".into(), "alice ended it.".into())
+        );
+        s.state = SessionState::Denied;
+        s.denial_reason = Some("not now".into());
+        assert_eq!(headline(&s, false), "Denied by bob");
+        assert_eq!(outcome(&s), "Reason: not now");
     }
 }

@@ -212,7 +212,7 @@ pub fn use_clock() -> Clock {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use breakglass_shared::session::NewSession;
     use breakglass_shared::{Mode, SessionState, Tier};

@@ -169,3 +169,45 @@ pub fn TimeLeft(
         </span>
     }
 }
+
+/// Once the view has caught up (the next animation frames), moves keyboard focus to the first
+/// element matching one of `selectors`, so a control that went away with the change it made
+/// does not drop focus onto `<body>`. Tries for a few frames: the replacement may render late.
+pub fn focus_soon(selectors: Vec<String>) {
+    focus_within_frames(selectors, 30);
+}
+
+fn focus_within_frames(selectors: Vec<String>, frames: u32) {
+    use wasm_bindgen::JsCast;
+    request_animation_frame(move || {
+        let Some(doc) = web_sys::window().and_then(|w| w.document()) else {
+            return;
+        };
+        for sel in &selectors {
+            if let Some(el) = doc
+                .query_selector(sel)
+                .ok()
+                .flatten()
+                .and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok())
+            {
+                let _ = el.focus();
+                return;
+            }
+        }
+        if frames > 0 {
+            focus_within_frames(selectors, frames - 1);
+        }
+    });
+}
+
+/// Whether keyboard focus is nowhere (on `<body>` or no element), e.g. after the focused
+/// control was removed.
+pub fn focus_lost() -> bool {
+    web_sys::window()
+        .and_then(|w| w.document())
+        .map(|d| {
+            d.active_element()
+                .is_none_or(|e| e.tag_name().eq_ignore_ascii_case("body"))
+        })
+        .unwrap_or(false)
+}

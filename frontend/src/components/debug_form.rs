@@ -13,7 +13,7 @@ use leptos::task::spawn_local;
 use breakglass_shared::listing::ContainerInfo;
 
 use crate::api;
-use crate::components::common::dynv;
+use crate::components::common::{dynv, focus_soon};
 use crate::live::use_live;
 
 /// The form's fields as typed.
@@ -147,6 +147,34 @@ pub fn DebugForm(
     let invalid =
         move |field: &'static str| move || errors.with(|e| e.contains_key(field)).to_string();
 
+    // A shown error goes (with its aria-invalid) as soon as the field's value is valid; new
+    // errors wait for the next submit, so typing is not interrupted.
+    {
+        let env = env.clone();
+        let namespace = namespace.clone();
+        let pod = pod.clone();
+        Effect::new(move |_| {
+            let input = FormInput {
+                mode: mode.get(),
+                target: target.get(),
+                reason: reason.get(),
+                ticket: ticket.get(),
+                duration: duration.get(),
+                recycle: recycle.get(),
+            };
+            if errors.with_untracked(BTreeMap::is_empty) {
+                return;
+            }
+            let now = check(&env, &namespace, &pod, &input)
+                .err()
+                .unwrap_or_default();
+            let stale = errors.with_untracked(|e| e.keys().any(|f| !now.contains_key(f)));
+            if stale {
+                errors.update(|e| e.retain(|f, _| now.contains_key(f)));
+            }
+        });
+    }
+
     let submit = {
         let env = env.clone();
         let namespace = namespace.clone();
@@ -181,8 +209,11 @@ pub fn DebugForm(
                     spawn_local(async move {
                         match api::create_session(&req).await {
                             Ok(s) => {
+                                let id = s.id;
                                 live.upsert(s.clone());
                                 on_created.run(s);
+                                // The form goes away: focus goes to the request's new state.
+                                focus_soon(vec![format!("#panel-{id}")]);
                             }
                             Err(e) => match e
                                 .field

@@ -7,10 +7,11 @@ use leptos::prelude::*;
 
 use crate::api::{self, links, ApiError};
 use crate::app::use_auth;
-use crate::components::actions::SessionActions;
+use crate::components::actions::{Decision, Decisions, DenyDrafts, SessionActions};
 use crate::components::common::{dynv, Age, Empty, ErrorNotice, Loading, TierBadge};
 use crate::fetch::fetch;
-use crate::live::use_live;
+use crate::format;
+use crate::live::{use_clock, use_live};
 
 /// Sessions matching `query` (fetched again whenever the live feed had a gap), merged with the
 /// live feed and filtered by `keep`, newest first.
@@ -52,6 +53,34 @@ pub fn ListStates(
     }
 }
 
+/// Whether `s` waits for the signed-in user's decision (they may approve it, and it is not
+/// theirs).
+fn waits_for_me(auth: crate::app::Auth, s: &Session) -> bool {
+    s.state == SessionState::PendingApproval
+        && !auth.is_requester(s)
+        && auth.may(s, breakglass_shared::access::Action::Approve)
+}
+
+/// Keeps the count of requests waiting for the signed-in user's decision in the page title, so a
+/// background tab says there is work.
+pub fn count_waiting_for_me() {
+    let auth = use_auth();
+    let list = live_list(
+        ListQuery {
+            state: Some(SessionState::PendingApproval),
+            awaiting_me: Some(true),
+            limit: Some(MAX_PAGE),
+            ..Default::default()
+        },
+        move |s| waits_for_me(auth, s),
+    );
+    Effect::new(move |_| {
+        let n = list.get().and_then(Result::ok).map_or(0, |v| v.len());
+        crate::app::set_waiting_count(n);
+    });
+    on_cleanup(|| crate::app::set_waiting_count(0));
+}
+
 /// Requests waiting for approval.
 #[component]
 pub fn QueueStrip(
@@ -64,26 +93,55 @@ pub fn QueueStrip(
     /// Heading level 2 text.
     #[prop(optional, into)]
     title: Option<String>,
+    /// Only the requests the signed-in user may decide ("needs my decision").
+    #[prop(optional)]
+    for_me: bool,
 ) -> impl IntoView {
     let env = environment.clone();
+    let auth = use_auth();
     let list = live_list(
         ListQuery {
             environment: environment.clone(),
             state: Some(SessionState::PendingApproval),
+            awaiting_me: for_me.then_some(true),
             limit: Some(MAX_PAGE),
             ..Default::default()
         },
         move |s| {
             s.state == SessionState::PendingApproval
                 && env.as_ref().is_none_or(|e| *e == s.environment)
+                && (!for_me || waits_for_me(auth, s))
         },
     );
-    // The queue is served oldest first: the longest wait is the most urgent.
-    let items = move || {
-        let mut v = list.get().and_then(Result::ok).unwrap_or_default();
-        v.reverse();
-        v
+    let empty = if for_me {
+        "Nothing is waiting for your decision."
+    } else {
+        "Nothing is waiting for approval."
     };
+    // The queue is served oldest first: the longest wait is the most urgent.
+    let live = use_live();
+    let drafts = use_context::<DenyDrafts>();
+    let held_env = environment.clone();
+    let shown = Memo::new(move |_| {
+        list.get().map(|r| {
+            r.map(|mut v| {
+                v.reverse();
+                // A request someone else decided while the reader types a deny reason stays,
+                // so the form can say so and the text is kept.
+                for id in drafts.map(|d| d.ids()).unwrap_or_default() {
+                    if !v.iter().any(|s| s.id == id) {
+                        let held = live
+                            .get(id)
+                            .filter(|s| held_env.as_ref().is_none_or(|e| *e == s.environment));
+                        if let Some(s) = held {
+                            v.insert(0, s);
+                        }
+                    }
+                }
+                v
+            })
+        })
+    });
     let count = move || {
         list.get()
             .and_then(Result::ok)
@@ -92,6 +150,9 @@ pub fn QueueStrip(
     };
     let heading_id = format!("queue-{}", environment.as_deref().unwrap_or("all"));
     let labelled_by = heading_id.clone();
+    // An approved or denied request leaves the queue: what was decided is said here instead.
+    let decided = RwSignal::new(None::<Decision>);
+    provide_context(Decisions(decided));
     view! {
         <section
             class=if big { "queue-strip queue-strip-big" } else { "queue-strip card" }
@@ -102,10 +163,19 @@ pub fn QueueStrip(
                 {title.unwrap_or_else(|| "Waiting for approval".into())}
                 {dynv(move || count().map(|n| view! { <span class="count" aria-label=format!("{n} waiting")>{n}</span> }))}
             </h2>
-            <ListStates list=list loading="Loading the queue…" empty="Nothing is waiting for approval.">
+            {dynv(move || decided.get().map(|d| view! {
+                <p class="notice notice-ok decision" role="status" tabindex="-1"
+                    data-decision=d.id.to_string() data-testid="decision-note">
+                    {d.text} " "
+                    <a href=links::session(d.id)>"Open it"</a>
+                    " "
+                    <button class="link-button" on:click=move |_| decided.set(None)>"Dismiss"</button>
+                </p>
+            }))}
+            <ListStates list=shown loading="Loading the queue…" empty=empty>
                 <ul class="queue">
                     <For
-                        each=items
+                        each=move || shown.get().and_then(Result::ok).unwrap_or_default()
                         key=|s| (s.id, s.version)
                         children=move |s| view! { <QueueItem session=s big=big/> }
                     />
@@ -114,6 +184,10 @@ pub fn QueueStrip(
         </section>
     }
 }
+
+/// Seconds of waiting after which a request's row turns amber, then red.
+const WAIT_LONG: i64 = 5 * 60;
+const WAIT_URGENT: i64 = 15 * 60;
 
 /// One waiting request.
 #[component]
@@ -126,8 +200,23 @@ fn QueueItem(
     let auth = use_auth();
     let mine = auth.is_requester(&session);
     let s = session.clone();
+    let clock = use_clock();
+    let created = s.created_at;
+    // The longer a request waits, the louder its row (the age next to it says the same in words).
+    let class = move || {
+        let waited = format::age_secs(created, clock.now_secs());
+        let wait = if waited >= WAIT_URGENT {
+            " qi-wait-urgent"
+        } else if waited >= WAIT_LONG {
+            " qi-wait-long"
+        } else {
+            ""
+        };
+        let size = if big { " queue-item-big" } else { "" };
+        format!("queue-item{size}{wait}")
+    };
     view! {
-        <li class=if big { "queue-item queue-item-big" } else { "queue-item" }
+        <li class=class
             data-testid="queue-item" data-session=s.id.to_string()>
             <div class="qi-main">
                 <div class="qi-where">

@@ -52,7 +52,7 @@ pub fn ActiveSessions(
             aria-labelledby=id.clone() data-testid="active-sessions">
             <h3 id=id.clone()>{title}</h3>
             <ListStates list=list loading="Loading sessions…" empty="No session is in progress.">
-                <SessionRows items=Signal::derive(items) show_env=show_env actions=!big/>
+                <SessionRows items=Signal::derive(items) show_env=show_env actions=!big with_reason=big/>
             </ListStates>
         </section>
     }
@@ -77,7 +77,7 @@ fn ReviewsDue(
     view! {
         <section class="reviews-due" aria-labelledby="reviews-due">
             <h3 id="reviews-due">"Reviews due"</h3>
-            <p class="muted small">"Glass-broken sessions that ended without a review (among the latest 200)."</p>
+            <p class="muted small">"Glass-broken sessions that ended without a review."</p>
             <ListStates list=list loading="Loading reviews…" empty="No review is due.">
                 <SessionRows items=Signal::derive(items)/>
             </ListStates>

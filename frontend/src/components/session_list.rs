@@ -25,6 +25,9 @@ pub fn SessionRow(
     /// Show the action buttons.
     #[prop(optional)]
     actions: bool,
+    /// Show the reason (the wall, where nobody clicks through).
+    #[prop(optional)]
+    with_reason: bool,
 ) -> impl IntoView {
     let s = session.clone();
     let recorded = s.active_at.is_some();
@@ -50,6 +53,7 @@ pub fn SessionRow(
                     <a class="sr-recording" href=links::recording(s.id, None)>"recording"</a>
                 })}
             </div>
+            {with_reason.then(|| view! { <p class="sr-reason">{s.reason.clone()}</p> })}
             {actions.then(|| view! { <SessionActions session=session with_end=true/> })}
         </li>
     }
@@ -69,13 +73,16 @@ pub fn SessionRows(
     /// Show action buttons.
     #[prop(optional)]
     actions: bool,
+    /// Show each session's reason.
+    #[prop(optional)]
+    with_reason: bool,
 ) -> impl IntoView {
     view! {
         <ul class="session-list">
             <For
                 each=move || items.get()
                 key=|s| (s.id, s.version)
-                children=move |s| view! { <SessionRow session=s show_env=show_env actions=actions/> }
+                children=move |s| view! { <SessionRow session=s show_env=show_env actions=actions with_reason=with_reason/> }
             />
         </ul>
     }

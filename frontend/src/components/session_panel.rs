@@ -3,14 +3,16 @@
 
 use breakglass_shared::access::Action;
 use breakglass_shared::api::SessionDetail;
-use breakglass_shared::{Session, SessionState, Tier};
+use breakglass_shared::{Session, SessionState};
 use leptos::prelude::*;
 use uuid::Uuid;
 
 use crate::api::{self, links};
 use crate::app::use_auth;
 use crate::components::actions::SessionActions;
-use crate::components::common::{dynv, Age, ErrorNotice, Loading, StateBadge, TimeLeft};
+use crate::components::common::{
+    dynv, focus_lost, focus_soon, Age, ErrorNotice, Loading, TimeLeft,
+};
 use crate::components::terminal::Terminal;
 use crate::fetch::{fetch, Fetch};
 use crate::format;
@@ -59,13 +61,17 @@ pub fn SessionPanel(
 ) -> impl IntoView {
     let auth = use_auth();
     let (detail, session) = live_detail(id);
-    let approvers = move || {
+    // Separate from the session so a fetched detail (events, approvers) never rebuilds the
+    // state view, which would drop the focus inside it.
+    let approvers = Memo::new(move |_| {
         detail
             .get()
             .and_then(Result::ok)
             .map(|d| d.approvers)
             .unwrap_or_default()
-    };
+    });
+    let load_error = Memo::new(move |_| detail.get().and_then(Result::err));
+    let state = Memo::new(move |_| session.with(|s| s.as_ref().map(|s| (s.state, s.version))));
     let active = Signal::derive(move || {
         session.with(|s| s.as_ref().is_some_and(|s| s.state == SessionState::Active))
     });
@@ -73,24 +79,85 @@ pub fn SessionPanel(
     let terminal_for_me = Memo::new(move |_| {
         session.with(|s| s.as_ref().is_some_and(|s| auth.may(s, Action::UseTerminal)))
     });
+    // Once shown, the terminal stays after the session ends: its screen is what the requester
+    // was looking at. (Loaded after the end, there is nothing to keep.)
+    let terminal_seen = Memo::new(move |prev: Option<&bool>| {
+        prev.copied().unwrap_or(false) || terminal_for_me.get()
+    });
+    let ended = Signal::derive(move || {
+        session.with(|s| {
+            s.as_ref()
+                .filter(|s| s.state.is_final() || s.state == SessionState::Ending)
+                .map(|s| match &s.end_reason {
+                    Some(r) => format::end_reason(r, &s.requester),
+                    None => format::outcome(s),
+                })
+        })
+    });
+    // What a screen reader hears when the state changes (not on the first render: a live
+    // region speaks changes only).
+    let announcement = Memo::new(move |_| {
+        session.with(|s| {
+            s.as_ref().map(|s| {
+                format!(
+                    "{}. {}",
+                    format::headline(s, auth.is_requester(s)),
+                    format::outcome(s)
+                )
+            })
+        })
+    });
+    // Focus that was in the panel when a change rebuilt it goes to the new headline.
+    let had_focus = RwSignal::new(false);
+    Effect::new(move |prev: Option<Option<(SessionState, i64)>>| {
+        let now = state.get();
+        if prev.is_some_and(|p| p != now) && had_focus.get_untracked() && focus_lost() {
+            focus_soon(vec![format!("#panel-{id}")]);
+        }
+        now
+    });
+    let level = if on_session_page { 2 } else { 3 };
 
     view! {
         <section class="session-panel card" aria-labelledby=format!("panel-{id}") data-testid="session-panel"
-            data-state=move || session.with(|s| s.as_ref().map(|s| s.state.as_str()).unwrap_or_default())>
-            {dynv(move || match (detail.get(), session.get()) {
-                (Some(Err(e)), None) => view! { <ErrorNotice error=e context="Could not load the session"/> }.into_any(),
-                (_, None) => view! { <Loading label="Loading the session…"/> }.into_any(),
-                (_, Some(s)) => view! { <StateView session=s approvers=approvers() id=id on_session_page=on_session_page/> }.into_any(),
+            data-state=move || session.with(|s| s.as_ref().map(|s| s.state.as_str()).unwrap_or_default())
+            on:focusin=move |_| had_focus.set(true)
+            on:focusout=move |ev| {
+                use wasm_bindgen::JsCast;
+                // Focus moving to another element outside the panel; a removed element has
+                // no related target and keeps the flag.
+                let outside = ev.related_target().and_then(|t| t.dyn_into::<web_sys::Node>().ok()).is_some_and(|n| {
+                    ev.current_target()
+                        .and_then(|c| c.dyn_into::<web_sys::Node>().ok())
+                        .is_some_and(|panel| !panel.contains(Some(&n)))
+                });
+                if outside {
+                    had_focus.set(false);
+                }
+            }>
+            <p class="sr-only" role="status" aria-live="polite" aria-atomic="true" data-testid="panel-announcement">
+                {move || announcement.get()}
+            </p>
+            {dynv(move || match session.get() {
+                None => match load_error.get() {
+                    Some(e) => view! { <ErrorNotice error=e context="Could not load the session"/> }.into_any(),
+                    None => view! { <Loading label="Loading the session…"/> }.into_any(),
+                },
+                Some(s) => view! {
+                    <StateView session=s approvers=approvers id=id level=level on_session_page=on_session_page
+                        fold_facts=terminal_seen.get_untracked()/>
+                }
+                    .into_any(),
             })}
-            <Show when=move || terminal_for_me.get()>
-                <Terminal session_id=id active=active/>
+            <Show when=move || terminal_seen.get()>
+                <Terminal session_id=id active=active ended=ended/>
             </Show>
             {dynv(move || {
                 session.get().filter(|s| s.state == SessionState::Active && !auth.is_requester(s)).map(|s| view! {
                     <p class="muted">{format!("Only {} can type in this terminal; the recording is available once it ends.", s.requester)}</p>
                 })
             })}
-            {dynv(move || with_events.then(|| view! { <Events detail=detail/> }))}
+            {dynv(move || (with_events && session.with(Option::is_some)).then(|| view! { <Events detail=detail/> }))}
         </section>
     }
 }
@@ -98,45 +165,30 @@ pub fn SessionPanel(
 #[component]
 fn StateView(
     session: Session,
-    approvers: Vec<String>,
+    approvers: Memo<Vec<String>>,
     id: Uuid,
+    level: u8,
     on_session_page: bool,
+    fold_facts: bool,
 ) -> impl IntoView {
     let auth = use_auth();
     let s = session.clone();
     let mine = auth.is_requester(&s);
     let waiting = s.state == SessionState::PendingApproval;
     let active = s.state == SessionState::Active;
-    let headline = match s.state {
-        SessionState::PendingApproval if mine => "Waiting for approval".to_string(),
-        SessionState::PendingApproval => format!("{} is waiting for approval", s.requester),
-        SessionState::Approved if s.tier == Tier::Flight => "Approved".to_string(),
-        SessionState::Approved => "Approved automatically (Ground)".to_string(),
-        SessionState::Activating => "Activating".to_string(),
-        SessionState::Active => "Active".to_string(),
-        SessionState::Ending => "Ending".to_string(),
-        _ => format!("Session {}", format::state_label(s.state)),
+    let preparing = matches!(s.state, SessionState::Approved | SessionState::Activating);
+    let headline = format::headline(&s, mine);
+    let requester = s.requester.clone();
+    let head_id = format!("panel-{id}");
+    // Focusable from script only: where focus goes after a change made here.
+    let heading = if level == 2 {
+        view! { <h2 id=head_id tabindex="-1" data-testid="session-headline">{headline}</h2> }
+            .into_any()
+    } else {
+        view! { <h3 id=head_id tabindex="-1" data-testid="session-headline">{headline}</h3> }
+            .into_any()
     };
-    view! {
-        <header class="panel-head">
-            <h3 id=format!("panel-{id}") data-testid="session-headline">{headline}</h3>
-            <StateBadge state=s.state/>
-            {(s.state == SessionState::Active).then_some(s.expires_at).flatten().map(|until| view! { <TimeLeft until=until/> })}
-        </header>
-        {(!waiting).then(|| view! { <p class="outcome" data-testid="session-outcome">{format::outcome(&s)}</p> })}
-        {waiting.then(|| view! {
-            <p class="approvers" data-testid="approvers">
-                {if approvers.is_empty() {
-                    "Nobody else holds approve rights here: ask an admin to break the glass.".to_string()
-                } else {
-                    format!("Can approve: {}", approvers.join(", "))
-                }}
-            </p>
-        })}
-        {matches!(s.state, SessionState::Approved | SessionState::Activating).then(|| view! {
-            <p class="muted small"><span class="spinner" aria-hidden="true"></span>
-                "The debug container is being prepared; the terminal opens here when it runs."</p>
-        })}
+    let actions = view! {
         <div class="panel-actions">
             <SessionActions session=session with_end=true/>
             {s.active_at.is_some().then(|| view! {
@@ -144,8 +196,42 @@ fn StateView(
             })}
             {(!on_session_page).then(|| view! { <a class="button-link" href=links::session(id)>"Session page"</a> })}
         </div>
-        {if active {
-            // The terminal is what matters now: the details fold away.
+    };
+    let (in_head, below) = if active {
+        (Some(actions), None)
+    } else {
+        (None, Some(actions))
+    };
+    view! {
+        <header class="panel-head">
+            {heading}
+            {(s.state == SessionState::Active).then_some(s.expires_at).flatten().map(|until| view! { <TimeLeft until=until/> })}
+            {in_head}
+        </header>
+        // While active the terminal's own status says what the outcome would: the line goes,
+        // and the actions move up into the headline's row, so the terminal sits higher.
+        {(!active).then(|| view! {
+            <p class="outcome" data-testid="session-outcome">
+                {preparing.then(|| view! { <span class="spinner" aria-hidden="true"></span> })}
+                {format::outcome(&s)}
+            </p>
+        })}
+        {waiting.then(|| view! {
+            <p class="approvers" data-testid="approvers">
+                {move || {
+                    // The requester never approves their own request.
+                    let list: Vec<String> = approvers.get().into_iter().filter(|a| *a != requester).collect();
+                    if list.is_empty() {
+                        "Nobody else holds approve rights here: ask an admin to break the glass.".to_string()
+                    } else {
+                        format!("Can approve: {}", list.join(", "))
+                    }
+                }}
+            </p>
+        })}
+        {below}
+        {if active || fold_facts {
+            // The terminal is what matters now (and stays after the end): the details fold away.
             view! {
                 <details class="facts-detail">
                     <summary>"Session details"</summary>
@@ -177,7 +263,7 @@ fn Facts(
                 <dt>"Ticket"</dt><dd><a href=t.clone() target="_blank" rel="noopener noreferrer">{t.clone()}</a></dd>
             })}
             {s.approver.clone().filter(|_| s.state != SessionState::Denied).map(|a| view! { <dt>"Approved by"</dt><dd>{a}</dd> })}
-            {s.glass_broken_by.clone().map(|a| view! { <dt>"Glass broken by"</dt><dd class="glass">{a}</dd> })}
+            {s.glass_broken_by.clone().map(|a| view! { <dt>"Glass broken by"</dt><dd><span class="glass">{a}</span></dd> })}
             {s.review.clone().map(|r| view! {
                 <dt>"Review"</dt><dd>{format!("{} by {}", r.verdict.as_str(), r.reviewer)}{(!r.notes.is_empty()).then(|| format!(": {}", r.notes))}</dd>
             })}
@@ -193,18 +279,21 @@ fn Events(detail: Fetch<SessionDetail>) -> impl IntoView {
             {dynv(move || match detail.get() {
                 None => view! { <Loading label="Loading events…"/> }.into_any(),
                 Some(Err(e)) => view! { <ErrorNotice error=e/> }.into_any(),
-                Some(Ok(d)) => view! {
-                    <ol class="event-list">
-                        {d.events.into_iter().map(|e| view! {
-                            <li>
-                                <time datetime=format::timestamp(e.at)>{format::timestamp(e.at)}</time>
-                                " " <strong>{e.actor}</strong> " " <span>{e.kind}</span> " "
-                                {e.from_state.map(|f| format!("{} → ", f.as_str()))}
-                                {e.to_state.as_str()}
-                                {e.detail.map(|d| view! { <span class="muted">" — " {d}</span> })}
-                            </li>
-                        }).collect_view()}
-                    </ol>
+                Some(Ok(d)) => {
+                    let lines = format::folded_events(&d.events, &d.session.requester);
+                    view! {
+                        <ol class="event-list">
+                            {lines.into_iter().map(|(i, line)| {
+                                let at = d.events[i].at;
+                                view! {
+                                    <li>
+                                        <time datetime=format::timestamp(at)>{format::timestamp(at)}</time>
+                                        " " <span>{line}</span>
+                                    </li>
+                                }
+                            }).collect_view()}
+                        </ol>
+                    }
                 }
                     .into_any(),
             })}

@@ -118,6 +118,10 @@ pub fn Terminal(
     /// Whether the session is active (reconnects stop when it is not).
     #[prop(into)]
     active: Signal<bool>,
+    /// Once the session is over: why, as a sentence. The terminal keeps its screen and
+    /// scrollback, with a note on top saying so and linking to the recording.
+    #[prop(into)]
+    ended: Signal<Option<String>>,
 ) -> impl IntoView {
     let conn = RwSignal::new(Conn::Loading);
     let server_status = RwSignal::new(None::<String>);
@@ -169,8 +173,14 @@ pub fn Terminal(
                     Conn::Closed(why) => format!("Terminal closed: {why}."),
                     Conn::Failed(why) => format!("Terminal unavailable: {why}."),
                 })}
-                {dynv(move || server_status.get().map(|m| view! { <span class="muted">" · " {m}</span> }))}
+                {dynv(move || server_status.get().filter(|_| ended.with(Option::is_none)).map(|m| view! { <span class="muted">" · " {m}</span> }))}
             </div>
+            {dynv(move || ended.get().map(|why| view! {
+                <div class="term-overlay" data-testid="terminal-ended">
+                    <strong>"This session is over. "</strong> {why} " "
+                    <a href=api::links::recording(session_id, None)>"Watch the recording"</a>
+                </div>
+            }))}
             <div class="term-box" node_ref=node aria-label="Terminal"></div>
         </div>
     }
@@ -321,11 +331,7 @@ fn open_socket(
             return;
         }
         match Frame::decode(&bytes.to_vec()) {
-            Ok(Frame::Status(s)) => status.set(Some(format!(
-                "{}: {}",
-                crate::format::state_label(s.state),
-                s.message
-            ))),
+            Ok(Frame::Status(s)) => status.set(Some(s.message)),
             Ok(Frame::Data(_) | Frame::Heartbeat | Frame::Resize { .. }) | Err(_) => {}
         }
     });

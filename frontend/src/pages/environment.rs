@@ -10,7 +10,7 @@ use breakglass_shared::listing::PodInfo;
 
 use crate::api::{self, links};
 use crate::app::{set_title, use_auth};
-use crate::components::common::{dynv, ClusterLine, Empty, Loading, TierBadge};
+use crate::components::common::{dynv, focus_soon, ClusterLine, Empty, Loading, TierBadge};
 use crate::components::session_card::SessionCard;
 use crate::fetch::fetch;
 
@@ -195,28 +195,77 @@ fn PodTable(env: String, ns: String, pods: Vec<PodInfo>) -> impl IntoView {
     }
 }
 
-/// Opens a pod's Debug panel by name (when listings are unavailable).
+/// Opens a pod's Debug panel by name (when listings are unavailable). Each field's error sits
+/// at the field and goes as soon as the field is valid.
 #[component]
 fn OpenPod(env: String, ns: String) -> impl IntoView {
     let navigate = use_navigate();
     let ns_value = RwSignal::new(ns);
     let pod_value = RwSignal::new(String::new());
-    let error = RwSignal::new(None::<String>);
+    let ns_error = RwSignal::new(None::<String>);
+    let pod_error = RwSignal::new(None::<String>);
+    let check_ns = move || {
+        validate::dns_label("namespace", ns_value.get().trim())
+            .err()
+            .map(|e| format!("The namespace {}", e.message))
+    };
+    let check_pod = move || {
+        validate::dns_subdomain("pod", pod_value.get().trim())
+            .err()
+            .map(|e| format!("The pod name {}", e.message))
+    };
+    Effect::new(move |_| {
+        let (n, p) = (check_ns(), check_pod());
+        if n.is_none() && ns_error.get_untracked().is_some() {
+            ns_error.set(None);
+        }
+        if p.is_none() && pod_error.get_untracked().is_some() {
+            pod_error.set(None);
+        }
+    });
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let (n, p) = (ns_value.get_untracked(), pod_value.get_untracked());
-        let (n, p) = (n.trim(), p.trim());
-        match validate::dns_label("namespace", n).and_then(|_| validate::dns_subdomain("pod", p)) {
-            Ok(()) => navigate(&links::pod(&env, n, p), NavigateOptions::default()),
-            Err(e) => error.set(Some(e.to_string())),
+        let (n, p) = (check_ns(), check_pod());
+        ns_error.set(n.clone());
+        pod_error.set(p.clone());
+        match (n, p) {
+            (None, None) => {
+                let (n, p) = (ns_value.get_untracked(), pod_value.get_untracked());
+                navigate(
+                    &links::pod(&env, n.trim(), p.trim()),
+                    NavigateOptions::default(),
+                );
+            }
+            (Some(_), _) => focus_soon(vec!["#open-ns".into()]),
+            (None, Some(_)) => focus_soon(vec!["#open-pod".into()]),
         }
     };
     view! {
-        <form class="open-pod" on:submit=submit aria-label="Open a pod by name">
-            <label>"Namespace " <input type="text" bind:value=ns_value required spellcheck="false" autocomplete="off"/></label>
-            <label>"Pod " <input type="text" bind:value=pod_value required spellcheck="false" autocomplete="off"/></label>
+        <form class="open-pod" on:submit=submit aria-label="Open a pod by name" novalidate>
+            <NameField id="open-ns" label="Namespace" value=ns_value error=ns_error/>
+            <NameField id="open-pod" label="Pod" value=pod_value error=pod_error/>
             <button type="submit">"Open Debug panel"</button>
-            {dynv(move || error.get().map(|m| view! { <p class="field-error" role="alert">{m}</p> }))}
         </form>
+    }
+}
+
+/// A name field with its error at the field (`aria-invalid` while there is one).
+#[component]
+fn NameField(
+    id: &'static str,
+    label: &'static str,
+    value: RwSignal<String>,
+    error: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let error_id = format!("{id}-error");
+    view! {
+        <div class="field">
+            <label for=id>{label}</label>
+            <input id=id type="text" bind:value=value required spellcheck="false" autocomplete="off"
+                aria-invalid=move || error.with(Option::is_some).to_string() aria-describedby=error_id.clone()/>
+            <p class="field-error" id=error_id role="alert" hidden=move || error.with(Option::is_none)>
+                {move || error.get()}
+            </p>
+        </div>
     }
 }

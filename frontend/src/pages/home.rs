@@ -1,6 +1,6 @@
 //! `/`: the queue strip, the environments, and the user's own recent sessions.
 
-use breakglass_shared::api::ListQuery;
+use breakglass_shared::api::{ListQuery, MAX_PAGE};
 use leptos::prelude::*;
 
 use crate::api::links;
@@ -13,13 +13,52 @@ use crate::components::session_list::SessionRows;
 #[component]
 pub fn Home() -> impl IntoView {
     set_title("");
+    let auth = use_auth();
+    // An approver's queue is what they may decide; everyone else sees what is waiting.
+    let approver = auth
+        .me
+        .with_untracked(|m| m.environments.iter().any(|e| e.permissions.approve));
     view! {
         <h1 class="sr-only">"Break-glass"</h1>
-        <QueueStrip/>
+        {if approver {
+            view! { <QueueStrip for_me=true title="Needs my decision"/> }.into_any()
+        } else {
+            view! { <QueueStrip/> }.into_any()
+        }}
         <div class="grid-2">
             <Environments/>
             <MySessions/>
         </div>
+        {approver.then(|| view! { <MyDecisions/> })}
+    }
+}
+
+/// The requests the signed-in user approved or denied lately, newest decision first.
+#[component]
+fn MyDecisions() -> impl IntoView {
+    let auth = use_auth();
+    let me = auth.user();
+    let list = live_list(
+        ListQuery {
+            limit: Some(MAX_PAGE),
+            ..Default::default()
+        },
+        move |s| s.decided_at.is_some() && me.is_some() && s.approver == me,
+    );
+    let items = move || {
+        let mut v = list.get().and_then(Result::ok).unwrap_or_default();
+        v.sort_by_key(|s| std::cmp::Reverse(s.decided_at));
+        v.truncate(10);
+        v
+    };
+    view! {
+        <section class="card" aria-labelledby="decisions-title" data-testid="my-decisions">
+            <h2 id="decisions-title">"My recent decisions"</h2>
+            <ListStates list=list loading="Loading your decisions…"
+                empty="You have not approved or denied a request yet.">
+                <SessionRows items=Signal::derive(items) show_env=true/>
+            </ListStates>
+        </section>
     }
 }
 

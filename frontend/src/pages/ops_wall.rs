@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::api::links;
-use crate::app::set_title;
+use crate::app::{set_title, use_auth};
 use crate::components::common::dynv;
 use crate::components::queue_strip::QueueStrip;
 use crate::components::session_card::ActiveSessions;
@@ -15,6 +15,7 @@ pub fn OpsWall() -> impl IntoView {
     set_title("Ops wall");
     let clock = use_clock();
     let live = use_live();
+    let auth = use_auth();
     let time = move || {
         let d = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(clock.0.get()));
         format!("{:02}:{:02}", d.get_hours(), d.get_minutes())
@@ -26,6 +27,9 @@ pub fn OpsWall() -> impl IntoView {
                 <h1>"Ops wall"</h1>
                 <span class=move || if live.status.get() == StreamStatus::Open { "live-dot live-on" } else { "live-dot live-wait" }>
                     {dynv(move || if live.status.get() == StreamStatus::Open { "live" } else { "reconnecting…" })}
+                </span>
+                <span class="wall-user" data-testid="wall-user">
+                    {auth.user().map(|u| format!("signed in as {u}"))}
                 </span>
                 <time class="wall-clock">{time}</time>
             </header>

@@ -64,8 +64,8 @@ pub async fn sha256_hex(bytes: &[u8]) -> Option<String> {
     Some(digest.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The badge: verified, not verified, in progress or unverified, with the reason in a tooltip
-/// and for screen readers.
+/// The badge: verified, not verified, in progress or unverified; short of verified, the reason
+/// is shown next to it.
 #[component]
 pub fn IntegrityBadge(
     /// The session (its state and the hash on record).
@@ -106,8 +106,12 @@ pub fn IntegrityBadge(
             ),
             Integrity::Unknown(why) => ("badge", "Unverified".to_string(), why),
         };
-        let spoken = title.clone();
-        view! { <span class=class title=title data-testid="integrity">{text}<span class="sr-only">": " {spoken}</span></span> }
+        // Anything short of verified says why on the page, not only in a tooltip.
+        let why = (text != "Verified").then(|| title.clone());
+        view! {
+            <span class=class title=title data-testid="integrity">{text}</span>
+            {why.map(|w| view! { <span class="muted small integrity-why" data-testid="integrity-why">{w}</span> })}
+        }
     })
 }
 
@@ -117,8 +121,13 @@ pub fn DownloadLink(
     /// The session.
     id: Uuid,
 ) -> impl IntoView {
+    // Only where something was recorded: a session that never ran has no file.
+    let (_, session) = live_detail(id);
+    let recorded = move || session.with(|s| s.as_ref().is_some_and(|s| s.recording.is_some()));
     view! {
-        <a class="button-link" href=api::recording_download_url(id) download=format!("session-{id}.cast")>"Download .cast"</a>
+        <Show when=recorded>
+            <a class="button-link" href=api::recording_download_url(id) download=format!("session-{id}.cast")>"Download .cast"</a>
+        </Show>
     }
 }
 

@@ -199,7 +199,7 @@ impl PlayerState {
                 (Some(i), Some(tl)) => i
                     .markers()
                     .iter()
-                    .map(|m| (tl.time_of(m.event), m.label.clone()))
+                    .map(|m| (tl.time_of(m.event), crate::format::marker_label(&m.label)))
                     .collect(),
                 _ => Vec::new(),
             })

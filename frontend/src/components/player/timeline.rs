@@ -31,12 +31,20 @@ pub fn SeekBar(
     /// The player it moves.
     player: PlayerState,
 ) -> impl IntoView {
+    // The maximum first, then the position, in one step: a position set while the old maximum
+    // holds is clamped to it, and the thumb would disagree with the clock.
+    let bar = NodeRef::<leptos::html::Input>::new();
+    Effect::new(move |_| {
+        let (d, pos) = (player.duration(), player.pos());
+        if let Some(el) = bar.get() {
+            el.set_max(&d.to_string());
+            el.set_value_as_number(pos);
+        }
+    });
     view! {
         <div class="seek">
-            <input type="range" class="seek-bar" min="0" step="0.1"
+            <input type="range" class="seek-bar" min="0" step="any" node_ref=bar
                 aria-label="Position"
-                prop:max=move || player.duration()
-                prop:value=move || player.pos()
                 aria-valuetext=move || format::clock(player.pos())
                 on:input=move |ev| {
                     if let Ok(t) = event_target_value(&ev).parse::<f64>() { player.seek(t) }

@@ -1,0 +1,195 @@
+//! A session's event history as sentences: the events table stores stable kinds
+//! (`break_glass`, `cleanup_done`) and states, which are for machines, not for the people
+//! reading the history.
+
+use breakglass_shared::api::SessionEventRecord;
+use breakglass_shared::session::Progress;
+use breakglass_shared::{EndReason, SessionState};
+
+use super::end_reason;
+
+/// One event as a sentence; `requester` is the session's.
+pub fn event_sentence(e: &SessionEventRecord, requester: &str) -> String {
+    let who = e.actor.as_str();
+    let detail = e.detail.as_deref().unwrap_or_default();
+    match e.kind.as_str() {
+        "create" if e.to_state == SessionState::Approved => {
+            format!("{who} asked for access; approved automatically (Ground).")
+        }
+        "create" => format!("{who} asked for access."),
+        "approve" => format!("{who} approved the request."),
+        "deny" if detail.is_empty() => format!("{who} denied the request."),
+        "deny" => format!("{who} denied the request: {detail}"),
+        "break_glass" => format!("{who} broke the glass: approved without a second person."),
+        "end" if e.to_state == SessionState::Withdrawn => format!("{who} withdrew the request."),
+        "end" => format!("{who} ended the session."),
+        "terminate" => format!("{who} terminated the session."),
+        "system_end" => match EndReason::from_parts(detail, None) {
+            Some(r) => format!("Ending: {}", lower_first(&end_reason(&r, requester))),
+            None => "The server ended the session.".into(),
+        },
+        "expire" if e.from_state == Some(SessionState::PendingApproval) => {
+            "Nobody approved the request in time.".into()
+        }
+        "expire" => "The debug container did not start in time.".into(),
+        "begin_activation" => "Activation started.".into(),
+        "activated" => "The debug container runs: the session is active.".into(),
+        "activation_failed" if detail.is_empty() => "Activation failed.".into(),
+        "activation_failed" => format!("Activation failed: {detail}"),
+        "cleanup_done" => "Everything the session created in the cluster is removed.".into(),
+        "progress" => match serde_json::from_str::<Progress>(detail) {
+            Ok(p) => progress(&p),
+            Err(_) => "A step in the cluster was done.".into(),
+        },
+        "review" => match detail.split_once(": ") {
+            Some((verdict, notes)) if !notes.is_empty() => {
+                format!("{who} reviewed it ({}): {notes}", verdict_word(verdict))
+            }
+            Some((verdict, _)) => format!("{who} reviewed it ({}).", verdict_word(verdict)),
+            None => format!("{who} reviewed it."),
+        },
+        other => format!("{}.", upper_first(&other.replace('_', " "))),
+    }
+}
+
+fn progress(p: &Progress) -> String {
+    match p {
+        Progress::GrantCreated { .. } => "Access granted in the cluster.".into(),
+        Progress::ProcessAccessAnnotated => {
+            "The pod was marked so the debug container may see its processes.".into()
+        }
+        Progress::DebugContainerAdded { name } => {
+            format!("Debug container {name} added to the pod.")
+        }
+        Progress::CopyPodCreated { name, .. } => format!("Copy of the pod created as {name}."),
+        Progress::RecordingStored(_) => "Recording saved.".into(),
+        Progress::Anchored(_) => {
+            "The recording's fingerprint was published in the transparency log.".into()
+        }
+        Progress::CleanupStep { detail } => format!("Cleaned up: {detail}."),
+    }
+}
+
+fn verdict_word(v: &str) -> &str {
+    match v {
+        "ok" | "Ok" => "OK",
+        "concern" | "Concern" => "concern",
+        other => other,
+    }
+}
+
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// The history with runs of the same sentence folded into one (`Recording saved (12 times)`):
+/// (first event's index, sentence).
+pub fn folded(events: &[SessionEventRecord], requester: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String, usize)> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let line = event_sentence(e, requester);
+        match out.last_mut() {
+            Some((_, last, n)) if *last == line => *n += 1,
+            _ => out.push((i, line, 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(i, line, n)| {
+            if n > 1 {
+                (i, format!("{} ({n} times)", line.trim_end_matches('.')))
+            } else {
+                (i, line)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use breakglass_shared::session::RecordingRef;
+    use time::OffsetDateTime;
+    use uuid::Uuid;
+
+    fn ev(
+        kind: &str,
+        from: Option<SessionState>,
+        to: SessionState,
+        detail: Option<&str>,
+    ) -> SessionEventRecord {
+        SessionEventRecord {
+            id: 1,
+            session_id: Uuid::nil(),
+            actor: if kind == "approve" {
+                "bob".into()
+            } else {
+                "system".into()
+            },
+            at: OffsetDateTime::UNIX_EPOCH,
+            from_state: from,
+            to_state: to,
+            kind: kind.into(),
+            detail: detail.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn no_identifier_reaches_the_reader() {
+        use SessionState::*;
+        let stored = serde_json::to_string(&Progress::RecordingStored(RecordingRef {
+            key: "k".into(),
+            version: "v".into(),
+            sha256: "00".into(),
+            bytes: 1,
+        }))
+        .unwrap_or_default();
+        let lines = [
+            ev("approve", Some(PendingApproval), Approved, None),
+            ev("system_end", Some(Active), Ending, Some("TtlExpired")),
+            ev("cleanup_done", Some(Ending), Ended, None),
+            ev("progress", Some(Active), Active, Some(&stored)),
+        ]
+        .iter()
+        .map(|e| event_sentence(e, "alice"))
+        .collect::<Vec<_>>();
+        assert_eq!(lines[0], "bob approved the request.");
+        assert_eq!(lines[1], "Ending: the requested time ran out.");
+        assert_eq!(
+            lines[2],
+            "Everything the session created in the cluster is removed."
+        );
+        assert_eq!(lines[3], "Recording saved.");
+        for l in &lines {
+            for id in ["_", "→", "PendingApproval", "TtlExpired", "{"] {
+                assert!(!l.contains(id), "{l:?} shows {id:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn repeated_steps_fold() {
+        use SessionState::*;
+        let stored = serde_json::to_string(&Progress::CleanupStep { detail: "x".into() })
+            .unwrap_or_default();
+        let events = [
+            ev("activated", Some(Activating), Active, None),
+            ev("progress", Some(Active), Active, Some(&stored)),
+            ev("progress", Some(Active), Active, Some(&stored)),
+        ];
+        let f = folded(&events, "alice");
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[1], (1, "Cleaned up: x (2 times)".to_string()));
+    }
+}
