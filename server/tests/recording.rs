@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::ObjectLockMode;
+use aws_sdk_s3::types::{ObjectLockLegalHoldStatus, ObjectLockMode};
 use breakglass_server::recording::segment::{
     parse_segment_key, read_chain, read_recording, segment_key,
 };
@@ -327,6 +327,25 @@ async fn s3_versions_are_complete_casts_locked_and_readable_by_asciinema() {
         .await
         .unwrap();
     play_session(&w).await;
+    // Until the final cast is stored, each segment is under a legal hold besides its 30-day
+    // lock: it outlives any lock while it is the only copy of its bytes.
+    let root = s3.root_store();
+    let hold_of = |n: u64| {
+        let root = &root;
+        let key = &key;
+        async move {
+            root.client()
+                .head_object()
+                .bucket(&root.config().bucket)
+                .key(segment_key(key, n))
+                .send()
+                .await
+                .unwrap()
+                .object_lock_legal_hold_status()
+                .cloned()
+        }
+    };
+    assert_eq!(hold_of(1).await, Some(ObjectLockLegalHoldStatus::On));
     let last = w.finish("UserEnded").await.unwrap();
     assert_eq!(w.state(), WriterState::Healthy);
     assert_eq!(
@@ -335,6 +354,16 @@ async fn s3_versions_are_complete_casts_locked_and_readable_by_asciinema() {
         "finish is idempotent"
     );
     check_versions(store.as_ref(), &versions.all(), &last).await;
+    // Once the final cast is stored, the segments keep only their shorter lock.
+    let segments = versions.all().iter().filter(|v| v.key != key).count() as u64;
+    assert!(segments >= 2, "{segments}");
+    for n in 1..=segments {
+        assert_ne!(
+            hold_of(n).await,
+            Some(ObjectLockLegalHoldStatus::On),
+            "segment {n}"
+        );
+    }
 
     // The final version's hash is the SHA-256 of the whole cast.
     let bytes = store.get(&key, Some(&last.version)).await.unwrap();
@@ -343,7 +372,6 @@ async fn s3_versions_are_complete_casts_locked_and_readable_by_asciinema() {
 
     // Stored with our content type and a GOVERNANCE lock of about a year (HEAD of the current
     // version; versitygw's GetObjectRetention XML cannot be parsed by the SDK).
-    let root = s3.root_store();
     let head = root
         .client()
         .head_object()

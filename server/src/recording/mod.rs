@@ -243,6 +243,14 @@ pub trait RecordingStore: Send + Sync + 'static {
         bytes: u64,
     ) -> Result<StoredVersion, StoreError>;
 
+    /// Lifts the hold segments `1..=count` of `final_key` carried while they were the only
+    /// copy of their bytes (they keep their own shorter lock), now that the final cast is
+    /// stored. A store without holds has nothing to do.
+    async fn release_segments(&self, final_key: &str, count: u64) -> Result<(), StoreError> {
+        let _ = (final_key, count);
+        Ok(())
+    }
+
     /// The bytes of `version` of `key` (`None`: the latest version).
     async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError>;
 

@@ -332,6 +332,9 @@ pub async fn build_final(
     let stored = store
         .put_chunks(&final_key, &mut chain, digest, last.bytes)
         .await?;
+    if let Err(e) = store.release_segments(&final_key, n).await {
+        tracing::warn!(key = %final_key, error = %e, "the segments stay held after the final cast was stored; they are kept longer, nothing is lost");
+    }
     Ok(Some(stored))
 }
 

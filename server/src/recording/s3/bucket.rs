@@ -69,7 +69,7 @@ pub fn least_privilege_policy(bucket: &str, principal: Option<&str>) -> serde_js
     let mut objects = serde_json::json!({
         "Sid": "BreakglassRecordingsPutGet",
         "Effect": "Allow",
-        "Action": ["s3:PutObject", "s3:PutObjectRetention", "s3:GetObject", "s3:GetObjectVersion", "s3:AbortMultipartUpload"],
+        "Action": ["s3:PutObject", "s3:PutObjectRetention", "s3:PutObjectLegalHold", "s3:GetObject", "s3:GetObjectVersion", "s3:AbortMultipartUpload"],
         "Resource": [format!("arn:aws:s3:::{bucket}/sessions/*")],
     });
     let mut settings = serde_json::json!({

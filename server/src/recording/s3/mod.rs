@@ -23,7 +23,9 @@ use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::{ByteStream, DateTime};
-use aws_sdk_s3::types::{BucketVersioningStatus, ObjectLockEnabled, ObjectLockMode};
+use aws_sdk_s3::types::{
+    BucketVersioningStatus, ObjectLockEnabled, ObjectLockLegalHoldStatus, ObjectLockMode,
+};
 use aws_sdk_s3::Client;
 use base64::Engine as _;
 
@@ -260,12 +262,14 @@ fn retain_until(retention: Duration) -> DateTime {
 }
 
 impl S3Store {
-    /// Puts `body` (with its metadata) as a new version of `key`, locked for `retention`.
+    /// Puts `body` (with its metadata) as a new version of `key`, locked for `retention`, and
+    /// under a legal hold too when `hold`.
     async fn put_locked(
         &self,
         key: &str,
         body: CastBody,
         retention: Duration,
+        hold: bool,
     ) -> Result<StoredVersion, StoreError> {
         let sha256 = body.sha256_hex();
         let checksum = base64::engine::general_purpose::STANDARD.encode(body.digest());
@@ -280,6 +284,7 @@ impl S3Store {
             .checksum_sha256(checksum)
             .object_lock_mode(ObjectLockMode::Governance)
             .object_lock_retain_until_date(retain_until(retention))
+            .set_object_lock_legal_hold_status(hold.then_some(ObjectLockLegalHoldStatus::On))
             .set_metadata((!meta.is_empty()).then(|| meta.into_iter().collect()))
             .body(ByteStream::from(body.into_bytes()))
             .send()
@@ -308,11 +313,38 @@ impl S3Store {
 #[async_trait]
 impl RecordingStore for S3Store {
     async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
-        self.put_locked(key, body, self.config.retention).await
+        self.put_locked(key, body, self.config.retention, false)
+            .await
     }
 
     async fn put_segment(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
-        self.put_locked(key, body, self.config.segment_retention)
+        // Held until the final cast is stored: before that a segment is the only copy of its
+        // bytes and must outlive its own shorter lock, whatever happens to the session.
+        self.put_locked(key, body, self.config.segment_retention, true)
+            .await
+    }
+
+    async fn release_segments(&self, final_key: &str, count: u64) -> Result<(), StoreError> {
+        use futures::{StreamExt as _, TryStreamExt as _};
+        futures::stream::iter(1..=count)
+            .map(|n| async move {
+                let key = super::segment::segment_key(final_key, n);
+                self.client
+                    .put_object_legal_hold()
+                    .bucket(&self.config.bucket)
+                    .key(&key)
+                    .legal_hold(
+                        aws_sdk_s3::types::ObjectLockLegalHold::builder()
+                            .status(ObjectLockLegalHoldStatus::Off)
+                            .build(),
+                    )
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| classify(&format!("release the hold on {key}"), None, &e))
+            })
+            .buffer_unordered(16)
+            .try_collect::<()>()
             .await
     }
 
