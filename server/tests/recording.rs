@@ -1532,6 +1532,9 @@ impl RecordingStore for NoFinal {
     async fn latest_version(&self, key: &str) -> Result<String, StoreError> {
         self.inner.latest_version(key).await
     }
+    async fn latest_size(&self, key: &str) -> Result<(String, u64), StoreError> {
+        self.inner.latest_size(key).await
+    }
     async fn check(&self) -> Result<(), StoreError> {
         self.inner.check().await
     }
@@ -1738,4 +1741,56 @@ async fn s3_large_final_cast_is_stored_in_parts_and_verifies() {
     let in_a_year = time::OffsetDateTime::now_utc().unix_timestamp() + 365 * 86_400;
     assert!((until - in_a_year).abs() < 600, "retain until {until}");
     assert_eq!(head.content_length(), Some(last.bytes as i64));
+}
+
+/// An old single-object recording, continued in segments after the upgrade, whose end could
+/// not store the final cast: its old versions are not mistaken for the final cast, which the
+/// rebuild then stores, and it verifies.
+#[tokio::test]
+async fn a_continued_old_recording_whose_end_failed_is_rebuilt() {
+    use breakglass_server::recording::segment::build_final;
+    let dir = tempfile::tempdir().unwrap();
+    let nofinal = Arc::new(NoFinal {
+        inner: LocalStore::new(dir.path()),
+        refuse: true.into(),
+    });
+    let store: Arc<dyn RecordingStore> = nofinal.clone();
+    let key = recording_key(Uuid::now_v7());
+    let header = "{\"version\":2,\"width\":100,\"height\":30,\"timestamp\":1717000000}\n";
+    let live = format!("{header}[0.5, \"o\", \"before the upgrade\\r\\n\"]\n");
+    store
+        .put_version(&key, live.as_bytes().to_vec().into())
+        .await
+        .unwrap();
+    let from = read_back(store.as_ref(), &key).await.unwrap();
+    let config = WriterConfig {
+        finish_timeout: Duration::from_millis(300),
+        ..fast_config()
+    };
+    let w = CastWriter::resume(
+        store.clone(),
+        &key,
+        from,
+        "server restarted",
+        config,
+        |_| {},
+    )
+    .await
+    .unwrap();
+    w.output(b"after the upgrade\r\n").unwrap();
+    let row = w.finish("UserEnded").await.unwrap();
+    assert!(
+        parse_segment_key(&row.key).is_some(),
+        "the end failed: {row:?}"
+    );
+    nofinal
+        .refuse
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let built = build_final(store.as_ref(), &row).await.unwrap();
+    assert!(built.is_some(), "the old versions are not the final cast");
+    let r = verify(store.as_ref(), None, &row, None).await;
+    assert!(r.ok(), "{r}");
+    let cast = store.get(&key, None).await.unwrap();
+    assert!(cast.starts_with(live.as_bytes()));
+    assert!(asciinema_cat(&cast).contains("after the upgrade"));
 }

@@ -411,6 +411,18 @@ impl RecordingStore for LocalStore {
         .await
     }
 
+    async fn latest_size(&self, key: &str) -> Result<(String, u64), StoreError> {
+        let version = self.latest_version(key).await?;
+        let path = self.version_path(key, &version)?;
+        let len = blocking(move || {
+            fs::metadata(&path).map(|m| m.len()).map_err(|e| {
+                StoreError::Unavailable(format!("cannot read {}: {e}", path.display()))
+            })
+        })
+        .await?;
+        Ok((version, len))
+    }
+
     async fn check(&self) -> Result<(), StoreError> {
         let dir = self.dir.clone();
         blocking(move || {

@@ -264,6 +264,9 @@ pub trait RecordingStore: Send + Sync + 'static {
     /// The id of the latest version of `key`.
     async fn latest_version(&self, key: &str) -> Result<String, StoreError>;
 
+    /// The id and length of the latest version of `key`, without reading it.
+    async fn latest_size(&self, key: &str) -> Result<(String, u64), StoreError>;
+
     /// Reachable, and set up to keep recordings (bucket exists with versioning and Object
     /// Lock; or the directory is writable). Called before a session starts.
     async fn check(&self) -> Result<(), StoreError>;

@@ -317,9 +317,11 @@ pub async fn build_final(
     let Some((final_key, n)) = parse_segment_key(&last.key) else {
         return Ok(None);
     };
-    match store.latest_version(&final_key).await {
-        Ok(_) => return Ok(None),
-        Err(StoreError::NotFound { .. }) => {}
+    // Built already when the latest version has the whole cast's length. Earlier versions of
+    // an old single-object recording that was continued in segments are shorter: not built.
+    match store.latest_size(&final_key).await {
+        Ok((_, len)) if len == last.bytes => return Ok(None),
+        Ok(_) | Err(StoreError::NotFound { .. }) => {}
         Err(e) => return Err(e),
     }
     let digest: [u8; 32] = hex::decode(&last.sha256)

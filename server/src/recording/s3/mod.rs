@@ -393,6 +393,10 @@ impl RecordingStore for S3Store {
     }
 
     async fn latest_version(&self, key: &str) -> Result<String, StoreError> {
+        Ok(self.latest_size(key).await?.0)
+    }
+
+    async fn latest_size(&self, key: &str) -> Result<(String, u64), StoreError> {
         let out = self
             .client
             .head_object()
@@ -401,12 +405,20 @@ impl RecordingStore for S3Store {
             .send()
             .await
             .map_err(|e| classify(&format!("head {key}"), Some((key, None)), &e))?;
-        out.version_id()
+        let version = out
+            .version_id()
             .filter(|v| !v.is_empty())
             .map(str::to_string)
             .ok_or_else(|| {
                 StoreError::Misconfigured(format!("head {key}: the server reported no version id"))
-            })
+            })?;
+        let len = out
+            .content_length()
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| {
+                StoreError::Misconfigured(format!("head {key}: the server reported no length"))
+            })?;
+        Ok((version, len))
     }
 
     async fn check(&self) -> Result<(), StoreError> {
