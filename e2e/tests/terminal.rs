@@ -42,9 +42,14 @@ async fn prepare(extra: &str) -> (tempfile::TempDir, std::path::PathBuf, String)
     let kc = cp.kubeconfig_path(Identity::BreakglassSa).unwrap();
     let cfg = dir.path().join("server.toml");
     std::fs::write(&cfg, config_toml(&[("ground", "ground", kc)], extra)).unwrap();
-    // Guardrails for this cluster, rendered by the server itself.
+    // Guardrails for this cluster, rendered by the server itself. The cluster is shared by
+    // every test of this file, running at once, so they are rendered from the common
+    // configuration: a test's own `extra` (shorter durations, say) must not narrow the rails
+    // for the others.
+    let rails = dir.path().join("guardrails.toml");
+    std::fs::write(&rails, config_toml(&[("ground", "ground", kc)], "")).unwrap();
     let identity = cp.username(Identity::BreakglassSa).unwrap();
-    breakglass_e2e::server::install_guardrails(cp, &cfg, "ground", identity)
+    breakglass_e2e::server::install_guardrails(cp, &rails, "ground", identity)
         .await
         .unwrap();
 
