@@ -306,10 +306,18 @@ pub async fn read_recording(
     }
 }
 
+/// Lifts the holds of segments `1..=count` of `final_key` once its final cast is stored. A
+/// failure is logged, not returned: the segments are only kept longer, nothing is lost.
+pub async fn release_after_final(store: &dyn RecordingStore, final_key: &str, count: u64) {
+    if let Err(e) = store.release_segments(final_key, count).await {
+        tracing::warn!(key = %final_key, error = %e, "the segments stay held after the final cast was stored; they are kept longer, nothing is lost");
+    }
+}
+
 /// Builds the final recording of the chain whose last segment `last` names (its hash and
 /// length being the whole cast's), reading the segments back with every link checked, unless
-/// a final recording is stored already (`None`). A broken chain stores nothing and answers
-/// [`StoreError::Corrupt`] naming the segment.
+/// the final cast is stored already, its latest version being the whole cast's length (`None`).
+/// A broken chain stores nothing and answers [`StoreError::Corrupt`] naming the segment.
 pub async fn build_final(
     store: &dyn RecordingStore,
     last: &breakglass_shared::session::RecordingRef,
@@ -334,9 +342,7 @@ pub async fn build_final(
     let stored = store
         .put_chunks(&final_key, &mut chain, digest, last.bytes)
         .await?;
-    if let Err(e) = store.release_segments(&final_key, n).await {
-        tracing::warn!(key = %final_key, error = %e, "the segments stay held after the final cast was stored; they are kept longer, nothing is lost");
-    }
+    release_after_final(store, &final_key, n).await;
     Ok(Some(stored))
 }
 

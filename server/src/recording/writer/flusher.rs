@@ -266,9 +266,12 @@ impl Flusher {
                 .await;
             let e = match stored {
                 Ok(v) => {
-                    if let Err(e) = self.store.release_segments(&key, self.chain.segments).await {
-                        tracing::warn!(%key, error = %e, "the segments stay held after the final cast was stored; they are kept longer, nothing is lost");
-                    }
+                    crate::recording::segment::release_after_final(
+                        self.store.as_ref(),
+                        &key,
+                        self.chain.segments,
+                    )
+                    .await;
                     let r = v.to_ref(&key);
                     self.last = r.clone();
                     self.shared.lock().last = Some(r.clone());
