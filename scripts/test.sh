@@ -17,58 +17,7 @@ mkdir -p "$BREAKGLASS_CACHE"
 [ "${1:-}" = "--" ] && shift
 step() { printf '\n== %s (%s)\n' "$*" "$(date +%T)"; }
 
-step "PostgreSQL"
-eval "export $(scripts/postgres.sh start)"
-
-step "S3 server with Object Lock (versitygw; built once) and the asciinema CLI"
-scripts/s3.sh install
-scripts/asciinema.sh install
-
-step "Helm for the chart tests (helm.sh/helm/v3, pinned; built once)"
-scripts/helm.sh install
-
-step "transparency log (Rekor v1 on Trillian + PostgreSQL; built once)"
-scripts/rekor.sh install
-REKOR_DIR="$BREAKGLASS_CACHE/rekor-test"
-if ! rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" 55433); then
-  # A log whose database went away (a wiped PostgreSQL directory) cannot be served again:
-  # start a new one.
-  scripts/rekor.sh destroy "$REKOR_DIR" || true
-  rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" 55433)
-fi
-eval "$rekor_env"
-
-step "OpenID provider and auth proxy for the login tests (ORY Hydra, oauth2-proxy; built once)"
-# The tests start Hydra themselves (scripts/hydra.sh start, one per test binary) and
-# oauth2-proxy (e2e/src/oauth2_proxy.rs).
-scripts/hydra.sh install
-scripts/oauth2-proxy.sh install
-
-step "Chromium and chromedriver for the browser tests (Debian packages)"
-if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq chromium chromium-driver
-fi
-
-step "axe-core for the browser tests' accessibility checks (npm, pinned)"
-scripts/axe.sh install
-
-step "test control plane (Go; cached per source version)"
-export BREAKGLASS_CONTROLPLANE_BIN
-BREAKGLASS_CONTROLPLANE_BIN=$(scripts/controlplane.sh build)
-ls -la "$BREAKGLASS_CONTROLPLANE_BIN"
-
-# The end-to-end tests run it, and scripts/s3.sh create-bucket / add-user set the recording
-# tests' bucket up with its `recordings init-bucket`.
-step "server binary for the end-to-end tests and the test bucket"
-cargo build -p breakglass-server
-export BREAKGLASS_SERVER_BIN="$CARGO_TARGET_DIR/debug/breakglass-server"
-
-if [ ! -f frontend/dist/index.html ]; then
-  step "frontend build (the browser tests serve it)"
-  scripts/install-tools.sh
-  ( source scripts/env.sh && trunk build --release )
-fi
+source scripts/test-env.sh
 
 step "Rust tests (SQLite + PostgreSQL, S3, control plane, browser)"
 cargo test --workspace --exclude breakglass-frontend "$@"

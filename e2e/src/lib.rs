@@ -31,6 +31,7 @@
 pub mod access;
 pub mod agent;
 pub mod apply;
+pub mod bench;
 pub mod browser;
 pub mod browser_a11y;
 mod controlplane;
