@@ -385,13 +385,13 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
 
     bob.goto(&server.at(&format!("{session_href}/recording?t=3")))
         .await?;
-    bob.wait_for("[data-testid=player] .notice-error, [data-testid=player] .player-bar")
+    // The session has not run: the page says so instead of a player with nothing to play,
+    // and offers nothing to download.
+    bob.wait_text("[data-testid=nothing-recorded]", "has not started yet")
         .await?;
-    // The session never ran: nothing to download, and the badge says why in the page.
-    bob.wait_for("[data-testid=integrity-why]").await?;
     ensure!(
-        absent(&bob, "a[download]").await?,
-        "no download is offered where nothing was recorded"
+        absent(&bob, "[data-testid=player]").await? && absent(&bob, "a[download]").await?,
+        "no player and no download where nothing was recorded"
     );
     bob.check_page("12-recording-page").await?;
 
@@ -453,6 +453,21 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         .wait_for("[data-testid=session-panel] [data-action=break-glass]")
         .await?;
     carol.check_page("14-dark-break-glass").await?;
+    // The inline confirmation passes the checks too; cancelling it changes nothing.
+    carol
+        .click("[data-testid=session-panel] [data-action=break-glass]")
+        .await?;
+    carol
+        .wait_text("[data-testid=session-panel] .confirm", "Break the glass?")
+        .await?;
+    carol.check_page("14b-break-glass-confirm").await?;
+    carol
+        .click("[data-testid=session-panel] [data-action=cancel-confirm]")
+        .await?;
+    carol
+        .wait_for("[data-testid=session-panel] [data-action=break-glass]")
+        .await?;
+    panel_state(&carol, "PendingApproval").await?;
 
     // Sign out returns to the sign-in picker.
     alice.click("[data-testid=sign-out]").await?;
@@ -530,6 +545,107 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
     Ok(())
 }
 
+/// carol (neither the requester nor its approver) reviews the session alice just ended, from
+/// its page: the form passes the checks, a review is recorded, and focus lands on it rather
+/// than on `<body>` when the form goes away. `alice` is on the session's recording page.
+async fn review_the_ended_session(
+    carol: &Browser,
+    server: &WebServer,
+    alice: &Browser,
+) -> anyhow::Result<()> {
+    let at = alice.client.current_url().await?;
+    let session_path = at.path().trim_end_matches("/recording").to_string();
+    carol.goto(&server.at(&session_path)).await?;
+    carol.wait_for("form.review-form").await?;
+    carol.check_page("24-review-form").await?;
+    carol
+        .fill("#review-notes", "the shell only read the worker's logs")
+        .await?;
+    carol.click("form.review-form button[type=submit]").await?;
+    carol
+        .wait_text("[data-testid=session-review]", "carol saw no concerns")
+        .await?;
+    wait_focus(carol, "[data-testid=session-review]").await?;
+    ensure!(
+        absent(carol, "form.review-form").await?,
+        "the form goes away once the session is reviewed"
+    );
+    carol.check_page("25-reviewed").await?;
+    Ok(())
+}
+
+/// A second session of alice's, approved by bob, is terminated by carol (an admin) from its
+/// page while alice's terminal is open: the confirmation passes the checks, and alice's
+/// terminal keeps its screen under a note saying carol ended it, which she can put away.
+async fn terminated_by_an_admin(
+    server: &WebServer,
+    alice: &Browser,
+    bob: &Browser,
+    carol: &Browser,
+    ns: &str,
+) -> anyhow::Result<()> {
+    alice
+        .goto(&server.at(&format!("/env/prod/ns/{ns}/pod/web-1")))
+        .await?;
+    alice.wait_for("select#bg-target").await?;
+    request_access(alice, "second look at the payment worker's queue").await?;
+    panel_state(alice, "PendingApproval").await?;
+    bob.goto(&server.at("/")).await?;
+    bob.click("[data-testid=queue-item] [data-action=approve]")
+        .await?;
+    alice
+        .wait_for_within(
+            "[data-testid=session-panel][data-state=Active]",
+            Duration::from_secs(60),
+        )
+        .await?;
+    alice.wait_text(".terminal-status", "Connected").await?;
+    type_in_terminal(alice, "echo still-here\n", "still-here").await?;
+    let href = alice
+        .wait_for(
+            "[data-testid=session-panel][data-state=Active] .panel-actions a[href^='/sessions/']:not([href$='/recording'])",
+        )
+        .await?
+        .attr("href")
+        .await?
+        .context("the panel links to the session page")?;
+    carol.goto(&server.at(&href)).await?;
+    carol
+        .click("[data-testid=session-panel] [data-action=terminate]")
+        .await?;
+    carol
+        .wait_text(
+            "[data-testid=session-panel] .confirm",
+            "Terminate this session now?",
+        )
+        .await?;
+    carol.check_page("26-terminate-confirm").await?;
+    carol
+        .click("[data-testid=session-panel] [data-action=confirm]")
+        .await?;
+    alice
+        .wait_text("[data-testid=terminal-ended]", "carol terminated it")
+        .await?;
+    let rows = alice
+        .js("return [...document.querySelectorAll('.term-box .xterm-rows > div')].map(d => d.textContent.trimEnd())")
+        .await?;
+    ensure!(
+        rows.as_array()
+            .is_some_and(|r| r.iter().any(|l| l.as_str() == Some("still-here"))),
+        "the terminated terminal still shows its screen, got {rows}"
+    );
+    alice.check_page("27-terminated").await?;
+    alice
+        .click("[data-testid=terminal-ended] .overlay-close")
+        .await?;
+    alice.wait_gone("[data-testid=terminal-ended]").await?;
+    ensure!(
+        !absent(alice, ".term-box .xterm-rows").await?,
+        "putting the note away leaves the terminal"
+    );
+    Ok(())
+}
+
 /// Against the test control plane: a Flight environment with a real pod, the server's
 /// guardrails installed, the relay and the recording store on.
 #[tokio::test(flavor = "multi_thread")]
@@ -576,7 +692,12 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
         bob.wait_for("[data-testid=guardrails] .checks").await?;
         bob.check_page("23-environment-with-cluster").await?;
         activation_terminal_and_recording(&alice).await?;
-        for b in [alice, bob] {
+        let carol = Browser::open(&driver, "carol", false).await?;
+        carol.goto(&server.at("/")).await?;
+        carol.dev_sign_in("carol").await?;
+        review_the_ended_session(&carol, &server, &alice).await?;
+        terminated_by_an_admin(&server, &alice, &bob, &carol, ns.name()).await?;
+        for b in [alice, bob, carol] {
             b.close().await?;
         }
         anyhow::Ok(())

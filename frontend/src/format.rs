@@ -1,5 +1,6 @@
 //! Text for people: durations, ages, states and end reasons. Pure functions (host-tested).
 
+use breakglass_shared::session::{Mode, Verdict};
 use breakglass_shared::{EndReason, Session, SessionState, Tier};
 
 mod events;
@@ -176,6 +177,58 @@ pub fn outcome(s: &Session) -> String {
     }
 }
 
+/// A review's verdict as a reader says it.
+pub fn verdict_label(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Ok => "no concerns",
+        Verdict::Concern => "concern raised",
+    }
+}
+
+/// How the session reaches the pod, in words.
+pub fn mode_label(m: Mode) -> &'static str {
+    match m {
+        Mode::Live => "debug container in the running pod",
+        Mode::Copy => "hardened copy of the pod",
+    }
+}
+
+/// A review as a sentence about its reviewer.
+pub fn review_sentence(reviewer: &str, v: Verdict) -> String {
+    match v {
+        Verdict::Ok => format!("{reviewer} saw no concerns"),
+        Verdict::Concern => format!("{reviewer} raised a concern"),
+    }
+}
+
+/// Why nothing was recorded for `s`, when nothing was or will be: the recording page says this
+/// instead of offering a player. `None` once a terminal may have run (or is about to).
+pub fn nothing_recorded(s: &Session) -> Option<String> {
+    if s.recording.is_some() {
+        return None;
+    }
+    let why = match s.state {
+        SessionState::PendingApproval => {
+            "The request is waiting for approval; recording starts when its terminal opens."
+                .to_string()
+        }
+        SessionState::Approved | SessionState::Activating => {
+            "The session has not started yet; recording starts when its terminal opens.".to_string()
+        }
+        SessionState::Denied
+        | SessionState::Expired
+        | SessionState::Withdrawn
+        | SessionState::Failed => {
+            format!(
+                "Nothing was recorded: this session never ran. {}",
+                outcome(s)
+            )
+        }
+        SessionState::Active | SessionState::Ending | SessionState::Ended => return None,
+    };
+    Some(why)
+}
+
 /// A recording marker as people say it (the server writes `approved by bob`, `approved:
 /// Ground`, `ended: TtlExpired`).
 pub fn marker_label(raw: &str) -> String {
@@ -275,5 +328,23 @@ mod tests {
         s.denial_reason = Some("not now".into());
         assert_eq!(headline(&s, false), "Denied by bob");
         assert_eq!(outcome(&s), "Reason: not now");
+    }
+
+    #[test]
+    fn a_recording_page_says_why_nothing_was_recorded() {
+        let mut s = crate::live::tests::session(0, SessionState::PendingApproval, 1);
+        assert!(nothing_recorded(&s).is_some_and(|w| w.contains("waiting for approval")));
+        s.state = SessionState::Withdrawn;
+        let why = nothing_recorded(&s).unwrap_or_default();
+        assert!(
+            why.contains("never ran") && why.contains("took the request back"),
+            "{why}"
+        );
+        s.state = SessionState::Active;
+        assert_eq!(nothing_recorded(&s), None);
+        assert_eq!(
+            review_sentence("carol", Verdict::Concern),
+            "carol raised a concern"
+        );
     }
 }

@@ -268,7 +268,7 @@ pub fn SessionActions(
                             on:click=move |_| { step.set(Step::Idle); run(live, id, action, busy, error, who_c.clone(), decisions) }>
                             "Yes, " {action.verb()}
                         </button>
-                        <button disabled=busy on:click=move |_| step.set(Step::Idle)>"Cancel"</button>
+                        <button disabled=busy data-action="cancel-confirm" on:click=move |_| step.set(Step::Idle)>"Cancel"</button>
                     }
                         .into_any()
                 }

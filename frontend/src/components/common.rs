@@ -108,7 +108,7 @@ pub fn ClusterLine(
         .into_any(),
         ClusterStatus::ApiOnly => view! {
             <span class="notice small" data-testid="env-api-only">
-                "API only (--no-clusters): no cluster; requests wait in Approved and never activate"
+                "This server runs without clusters: requests can be made and approved, but no terminal opens."
             </span>
         }
         .into_any(),

@@ -227,7 +227,7 @@ fn QueueItem(
                 <div class="qi-meta muted">
                     <span class="qi-requester">{s.requester.clone()}</span>
                     " · asked " <Age at=s.created_at/>
-                    {format!(" · {} min · {}", s.duration_minutes, s.mode.as_str())}
+                    {format!(" · {} min · {}", s.duration_minutes, crate::format::mode_label(s.mode))}
                     {s.target_container.clone().map(|c| format!(" · sees {c}"))}
                 </div>
                 <p class="qi-reason">{s.reason.clone()}</p>

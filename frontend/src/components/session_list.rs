@@ -47,7 +47,7 @@ pub fn SessionRow(
                     <span class="glass" title=format!("glass broken by {by}")>"glass broken"</span>
                 })}
                 {s.review.as_ref().map(|r| view! {
-                    <span class="muted" title=r.notes.clone()>{format!("reviewed: {}", r.verdict.as_str())}</span>
+                    <span class="muted" title=r.notes.clone()>{format!("reviewed: {}", crate::format::verdict_label(r.verdict))}</span>
                 })}
                 {recorded.then(|| view! {
                     <a class="sr-recording" href=links::recording(s.id, None)>"recording"</a>

@@ -256,7 +256,7 @@ fn Facts(
             <dt>"Pod"</dt>
             <dd><a href=links::pod(&s.environment, &s.namespace, &s.pod)>{format!("{}/{}/{}", s.environment, s.namespace, s.pod)}</a></dd>
             <dt>"Requested by"</dt><dd>{s.requester.clone()} " · " <Age at=s.created_at/></dd>
-            <dt>"Mode"</dt><dd>{s.mode.as_str()}{s.target_container.clone().map(|c| format!(", sees the processes of {c}"))}</dd>
+            <dt>"Mode"</dt><dd>{crate::format::mode_label(s.mode)}{s.target_container.clone().map(|c| format!(", sees the processes of {c}"))}</dd>
             <dt>"Duration"</dt><dd>{format!("{} min", s.duration_minutes)}</dd>
             <dt>"Reason"</dt><dd class="reason">{s.reason.clone()}</dd>
             {s.ticket.clone().map(|t| view! {
@@ -265,7 +265,7 @@ fn Facts(
             {s.approver.clone().filter(|_| s.state != SessionState::Denied).map(|a| view! { <dt>"Approved by"</dt><dd>{a}</dd> })}
             {s.glass_broken_by.clone().map(|a| view! { <dt>"Glass broken by"</dt><dd><span class="glass">{a}</span></dd> })}
             {s.review.clone().map(|r| view! {
-                <dt>"Review"</dt><dd>{format!("{} by {}", r.verdict.as_str(), r.reviewer)}{(!r.notes.is_empty()).then(|| format!(": {}", r.notes))}</dd>
+                <dt>"Review"</dt><dd data-testid="session-review" tabindex="-1">{crate::format::review_sentence(&r.reviewer, r.verdict)}{(!r.notes.is_empty()).then(|| format!(": “{}”", r.notes))}</dd>
             })}
         </dl>
     }

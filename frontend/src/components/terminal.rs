@@ -125,6 +125,8 @@ pub fn Terminal(
 ) -> impl IntoView {
     let conn = RwSignal::new(Conn::Loading);
     let server_status = RwSignal::new(None::<String>);
+    // The reader put the end note away to see the whole screen.
+    let overlay_closed = RwSignal::new(false);
     let holder: SendWrapper<Rc<RefCell<Option<Rc<Inner>>>>> =
         SendWrapper::new(Rc::new(RefCell::new(None)));
     let node = NodeRef::<Div>::new();
@@ -175,10 +177,12 @@ pub fn Terminal(
                 })}
                 {dynv(move || server_status.get().filter(|_| ended.with(Option::is_none)).map(|m| view! { <span class="muted">" · " {m}</span> }))}
             </div>
-            {dynv(move || ended.get().map(|why| view! {
-                <div class="term-overlay" data-testid="terminal-ended">
+            {dynv(move || ended.get().filter(|_| !overlay_closed.get()).map(|why| view! {
+                <div class="term-overlay" role="status" data-testid="terminal-ended">
                     <strong>"This session is over. "</strong> {why} " "
                     <a href=api::links::recording(session_id, None)>"Watch the recording"</a>
+                    <button type="button" class="overlay-close" aria-label="Hide this note"
+                        on:click=move |_| overlay_closed.set(true)>"Hide"</button>
                 </div>
             }))}
             <div class="term-box" node_ref=node aria-label="Terminal"></div>

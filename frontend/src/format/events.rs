@@ -72,8 +72,8 @@ fn progress(p: &Progress) -> String {
 
 fn verdict_word(v: &str) -> &str {
     match v {
-        "ok" | "Ok" => "OK",
-        "concern" | "Concern" => "concern",
+        "ok" | "Ok" => "no concerns",
+        "concern" | "Concern" => "concern raised",
         other => other,
     }
 }

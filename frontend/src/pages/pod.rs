@@ -160,7 +160,7 @@ fn PodView(env: String, ns: String, pod: String) -> impl IntoView {
                     }
                         .into_any(),
                     None => view! {
-                        <p class="notice">"You may not request access in " {env2.clone()} " (you lack tower.breakglass.request there)."</p>
+                        <p class="notice">"You may not request access in " {env2.clone()} ". Ask an administrator of this environment for request rights."</p>
                     }
                         .into_any(),
                 }

@@ -41,6 +41,9 @@ pub fn RecordingPage() -> impl IntoView {
 fn RecordingView(id: Uuid, start: Option<f64>) -> impl IntoView {
     set_title(&format!("Recording {}", &id.to_string()[..8]));
     let (_, session) = live_detail(id);
+    // A memo, so the player is not rebuilt on every live update of the session.
+    let nothing =
+        Memo::new(move |_| session.with(|s| s.as_ref().and_then(crate::format::nothing_recorded)));
     view! {
         <nav class="breadcrumb" aria-label="Breadcrumb">
             <a href=links::home()>"Home"</a> " › "
@@ -58,6 +61,9 @@ fn RecordingView(id: Uuid, start: Option<f64>) -> impl IntoView {
         {dynv(move || session.get().map(|s| view! {
             <p class="muted">{format!("{} — {}", s.requester, s.reason)}</p>
         }))}
-        <Player id=id start=start.unwrap_or_default()/>
+        {move || match nothing.get() {
+            Some(why) => view! { <p class="notice" data-testid="nothing-recorded">{why}</p> }.into_any(),
+            None => view! { <Player id=id start=start.unwrap_or_default()/> }.into_any(),
+        }}
     }
 }

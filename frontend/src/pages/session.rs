@@ -89,7 +89,13 @@ fn ReviewForm(
         error.set(None);
         spawn_local(async move {
             match api::review(id, &req).await {
-                Ok(s) => live.upsert(s),
+                Ok(s) => {
+                    live.upsert(s);
+                    // The form goes away with the review it recorded: focus the review.
+                    crate::components::common::focus_soon(vec![
+                        "[data-testid=session-review]".into()
+                    ]);
+                }
                 Err(e) => error.set(Some(e.message)),
             }
             busy.set(false);
@@ -101,14 +107,16 @@ fn ReviewForm(
             <p class="muted">"Watch the recording, then record what you found."</p>
             <fieldset class="field">
                 <legend>"Verdict"</legend>
-                <label class="choice"><input type="radio" name="verdict" checked=true on:change=move |_| verdict.set(Verdict::Ok)/>" OK: the access was justified and proportionate"</label>
-                <label class="choice"><input type="radio" name="verdict" on:change=move |_| verdict.set(Verdict::Concern)/>" Concern: follow up"</label>
+                <label class="choice"><input type="radio" name="verdict" checked=true on:change=move |_| verdict.set(Verdict::Ok)/>" No concerns: the access was justified and proportionate"</label>
+                <label class="choice"><input type="radio" name="verdict" on:change=move |_| verdict.set(Verdict::Concern)/>" Concern: someone should follow up"</label>
             </fieldset>
             <div class="field">
                 <label for="review-notes">"Notes " <span class="muted">"(optional)"</span></label>
-                <textarea id="review-notes" rows="3" bind:value=notes></textarea>
+                <textarea id="review-notes" rows="3" bind:value=notes
+                    aria-invalid=move || if error.get().is_some() { "true" } else { "false" }
+                    aria-describedby=move || error.get().map(|_| "review-notes-error")></textarea>
             </div>
-            {dynv(move || error.get().map(|m| view! { <p class="field-error" role="alert">{m}</p> }))}
+            {dynv(move || error.get().map(|m| view! { <p class="field-error" id="review-notes-error" role="alert">{m}</p> }))}
             <button type="submit" class="primary" disabled=busy>"Record review"</button>
         </form>
     }
