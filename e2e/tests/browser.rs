@@ -469,6 +469,62 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         .await?;
     panel_state(&carol, "PendingApproval").await?;
 
+    // The wall makes a request louder as it waits: fresh, then amber, then red (the page's
+    // clock is moved 6, then 16 minutes on, as if nobody had decided for that long).
+    bob.goto(&server.at("/ops-wall")).await?;
+    let row = "[data-testid=queue-item] .qi-reason";
+    bob.wait_text(row, "web-3 pod's caches").await?;
+    let class = attr_of(&bob, "[data-testid=queue-item]", "class").await?;
+    ensure!(
+        class.as_deref().is_some_and(|c| !c.contains("qi-wait")),
+        "a fresh request is not marked as waiting long: {class:?}"
+    );
+    bob.js(
+        "window.shiftMs = 6 * 60 * 1000; const real = Date.now.bind(Date); \
+            Date.now = () => real() + window.shiftMs",
+    )
+    .await?;
+    bob.wait_for("[data-testid=queue-item].qi-wait-long")
+        .await?;
+    bob.check_page("13d-ops-wall-waiting").await?;
+    bob.js("window.shiftMs = 16 * 60 * 1000").await?;
+    bob.wait_for("[data-testid=queue-item].qi-wait-urgent")
+        .await?;
+    bob.check_page("13e-ops-wall-waiting-long").await?;
+    // Its buttons sit side by side, not wrapped under one another.
+    let tops = bob
+        .js("return new Set([...document.querySelectorAll('[data-testid=queue-item] .qi-actions button')].map(b => Math.round(b.getBoundingClientRect().top))).size")
+        .await?;
+    ensure!(
+        tops.as_u64() == Some(1),
+        "the request's buttons take {tops} rows"
+    );
+
+    // carol breaks the glass after all: the wall's row marks it with a chip, not a bar.
+    bob.js("window.shiftMs = 0").await?;
+    carol
+        .click("[data-testid=session-panel] [data-action=break-glass]")
+        .await?;
+    carol
+        .click("[data-testid=session-panel] [data-action=confirm]")
+        .await?;
+    carol
+        .wait_text("[data-testid=session-headline]", "Glass broken by carol")
+        .await?;
+    let chip = "[data-testid=active-sessions] .session-row .glass";
+    bob.wait_for(chip).await?;
+    let share = bob
+        .js(&format!(
+            "const c = document.querySelector('{chip}'); \
+             return c.getBoundingClientRect().width / c.closest('.session-row').getBoundingClientRect().width"
+        ))
+        .await?;
+    ensure!(
+        share.as_f64().is_some_and(|f| f < 0.3),
+        "the glass-broken chip spans {share} of its row"
+    );
+    bob.check_page("13f-ops-wall-glass-broken").await?;
+
     // Sign out returns to the sign-in picker.
     alice.click("[data-testid=sign-out]").await?;
     alice
@@ -541,6 +597,17 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
     alice
         .wait_text("[data-testid=integrity]", "Verified")
         .await?;
+    // The seek bar's thumb and the clock next to it say the same moment.
+    let at = alice
+        .js("const bar = document.querySelector('.seek-bar'); \
+             const secs = t => t.trim().split(':').reduce((a, x) => a * 60 + Number(x), 0); \
+             const [pos, len] = document.querySelector('[data-testid=player-time]').textContent.split('/').map(secs); \
+             return [Math.floor(bar.valueAsNumber), Math.floor(Number(bar.max)), pos, len]")
+        .await?;
+    ensure!(
+        at[0] == at[2] && at[1] == at[3],
+        "the seek bar [value, max] and the clock [pos, length] disagree: {at}"
+    );
     alice.check_page("22-recording").await?;
     Ok(())
 }
@@ -609,6 +676,17 @@ async fn terminated_by_an_admin(
         .attr("href")
         .await?
         .context("the panel links to the session page")?;
+    // The wall shows the session in progress with its time left and its reason.
+    bob.goto(&server.at("/ops-wall")).await?;
+    let row = "[data-testid=ops-wall] .session-row[data-state=Active]";
+    bob.wait_text(
+        &format!("{row} .sr-reason"),
+        "second look at the payment worker",
+    )
+    .await?;
+    bob.wait_text(&format!("{row} [data-testid=time-left]"), "left")
+        .await?;
+    bob.check_page("28-ops-wall-in-progress").await?;
     carol.goto(&server.at(&href)).await?;
     carol
         .click("[data-testid=session-panel] [data-action=terminate]")

@@ -189,6 +189,7 @@ fn Shell(
 #[component]
 fn AppRoutes() -> impl IntoView {
     crate::components::actions::DenyDrafts::provide();
+    crate::components::actions::PendingConfirms::provide();
     crate::components::queue_strip::count_waiting_for_me();
     view! {
         <Routes fallback=|| view! { <pages::NotFound/> }>

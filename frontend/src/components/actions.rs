@@ -121,6 +121,19 @@ fn run(
     });
 }
 
+/// Confirmations being asked (break the glass, terminate), by session. Like [`DenyDrafts`]
+/// they outlive the view: a live update of the same session (its recording grew, a heartbeat)
+/// rebuilds the buttons, and the question must not vanish under the reader's pointer.
+#[derive(Clone, Copy)]
+pub struct PendingConfirms(pub RwSignal<BTreeMap<Uuid, Action>>);
+
+impl PendingConfirms {
+    /// Starts an empty set for the signed-in user's pages.
+    pub fn provide() {
+        provide_context(PendingConfirms(RwSignal::new(BTreeMap::new())));
+    }
+}
+
 /// What the signed-in user may do to `session`, as buttons.
 #[component]
 pub fn SessionActions(
@@ -140,11 +153,42 @@ pub fn SessionActions(
     let draft = drafts.and_then(|d| d.0.with_untracked(|m| m.get(&id).cloned()));
     // A reason was being typed when this request changed: the form stays, saying who decided.
     let overtaken = draft.is_some() && state != SessionState::PendingApproval;
-    let step = RwSignal::new(if draft.is_some() {
-        Step::Denying
-    } else {
-        Step::Idle
+    let may_break = auth.may(&session, Rule::BreakGlass);
+    let mine = auth.is_requester(&session);
+    // The requester is offered End rather than Terminate on their own session.
+    let may_terminate = !mine && auth.may(&session, Rule::Terminate);
+    let confirms = use_context::<PendingConfirms>();
+    // A question asked of an earlier version stays while its answer is still possible.
+    let asked = confirms
+        .and_then(|c| c.0.with_untracked(|m| m.get(&id).copied()))
+        .filter(|a| match a {
+            Action::BreakGlass => may_break,
+            Action::Terminate => may_terminate,
+            _ => false,
+        });
+    let step = RwSignal::new(match (&draft, asked) {
+        (Some(_), _) => Step::Denying,
+        (None, Some(a)) => Step::Confirm(a),
+        (None, None) => Step::Idle,
     });
+    if let Some(PendingConfirms(all)) = confirms {
+        Effect::new(move |_| {
+            let now = match step.get() {
+                Step::Confirm(a) => Some(a),
+                _ => None,
+            };
+            if all.with_untracked(|m| m.get(&id).copied()) != now {
+                all.update(|m| match now {
+                    Some(a) => {
+                        m.insert(id, a);
+                    }
+                    None => {
+                        m.remove(&id);
+                    }
+                });
+            }
+        });
+    }
     let deny_reason = RwSignal::new(draft.unwrap_or_default());
     let deny_error = RwSignal::new(None::<String>);
     if let Some(DenyDrafts(all)) = drafts {
@@ -169,10 +213,6 @@ pub fn SessionActions(
     let decided_note = overtaken.then(|| decided_elsewhere(&session));
 
     let may_approve = auth.may(&session, Rule::Approve);
-    let may_break = auth.may(&session, Rule::BreakGlass);
-    let mine = auth.is_requester(&session);
-    // The requester is offered End rather than Terminate on their own session.
-    let may_terminate = !mine && auth.may(&session, Rule::Terminate);
     let may_end = with_end && auth.may(&session, Rule::End);
     // Before the debug container exists, ending takes the request back.
     let end_label = if matches!(
