@@ -84,6 +84,18 @@ impl WebDriverCompatibleCommand for Cdp {
     }
 }
 
+/// The page states README.md's UI section shows (as `docs/images/ui-<name>.png`).
+pub const DOC_STATES: [&str; 8] = [
+    "04-form-errors",
+    "08b-decided-elsewhere",
+    "09b-withdrawn",
+    "13b-ops-wall-1920",
+    "14b-break-glass-confirm",
+    "24-review-form",
+    "27-terminated",
+    "13e-ops-wall-waiting-long",
+];
+
 impl Browser {
     /// Makes the page see `prefers-color-scheme: scheme` (`None`: the browser's own again).
     pub async fn emulate_scheme(&self, scheme: Option<&str>) -> anyhow::Result<()> {
@@ -151,8 +163,16 @@ impl Browser {
     }
 
     /// A page state worth keeping: checked with axe-core in both schemes, then a screenshot.
+    /// With `BREAKGLASS_UPDATE_DOCS` set, the states the README shows ([`DOC_STATES`]) are
+    /// copied to `docs/images/ui-<name>.png`, so the pictures come from the tests' own run.
     pub async fn check_page(&self, name: &str) -> anyhow::Result<PathBuf> {
         self.assert_accessible(name).await?;
-        self.screenshot(name).await
+        let png = self.screenshot(name).await?;
+        if DOC_STATES.contains(&name) && std::env::var_os("BREAKGLASS_UPDATE_DOCS").is_some() {
+            let images = crate::browser::workspace_root().join("docs/images");
+            std::fs::create_dir_all(&images)?;
+            std::fs::copy(&png, images.join(format!("ui-{name}.png")))?;
+        }
+        Ok(png)
     }
 }
