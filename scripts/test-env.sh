@@ -4,6 +4,12 @@
 # the transparency log, the OpenID provider and auth proxy, Chromium, axe-core, the test
 # control plane (built once per source version, Go build cache kept), the server binary and the
 # built frontend. Expects ROOT (the repo) and a `step` function from the caller.
+#
+# Two runs on one machine share PostgreSQL and the transparency log as services (every test
+# makes its own database, namespace, bucket and data directory, and the control planes and
+# servers take free ports), and cargo serialises their builds in the shared target directory.
+# To keep two runs wholly apart, give the second its own BREAKGLASS_CACHE, BREAKGLASS_PG_PORT
+# and BREAKGLASS_REKOR_PORT.
 cd "$ROOT"
 export BREAKGLASS_CACHE=${BREAKGLASS_CACHE:-/var/cache/breakglass}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BREAKGLASS_CACHE/target}
@@ -22,11 +28,11 @@ scripts/helm.sh install
 step "transparency log (Rekor v1 on Trillian + PostgreSQL; built once)"
 scripts/rekor.sh install
 REKOR_DIR="$BREAKGLASS_CACHE/rekor-test"
-if ! rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" 55433); then
+if ! rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" "${BREAKGLASS_REKOR_PORT:-55433}"); then
   # A log whose database went away (a wiped PostgreSQL directory) cannot be served again:
   # start a new one.
   scripts/rekor.sh destroy "$REKOR_DIR" || true
-  rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" 55433)
+  rekor_env=$(scripts/rekor.sh start "$REKOR_DIR" "${BREAKGLASS_REKOR_PORT:-55433}")
 fi
 eval "$rekor_env"
 

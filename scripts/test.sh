@@ -27,6 +27,12 @@ step "end-to-end activation, crash recovery and minted credentials again, on Pos
 # (e2e/src/server.rs, BREAKGLASS_E2E_ENGINE); about two minutes here.
 BREAKGLASS_E2E_ENGINE=postgres cargo test -p breakglass-e2e --test activation --test minted "$@"
 
+step "terminal and recording end to end again, on PostgreSQL with the S3 server as the store"
+# The relay and recording tests, each server on a fresh PostgreSQL database and recording into
+# a versitygw bucket with Object Lock (e2e/src/s3.rs, BREAKGLASS_E2E_STORE); the tests that
+# open stored files themselves keep a local store.
+BREAKGLASS_E2E_ENGINE=postgres BREAKGLASS_E2E_STORE=s3 cargo test -p breakglass-e2e --test terminal "$@"
+
 step "frontend logic tests (host: keyframes, cast parsing, formatting)"
 cargo test -p breakglass-frontend "$@"
 

@@ -31,21 +31,37 @@ pub async fn panel_state(b: &Browser, state: &str) -> anyhow::Result<()> {
         .map(|_| ())
 }
 
-/// Types `keys` into the Debug panel's terminal and waits until one of its rows reads
-/// `line` (trailing blanks aside): what xterm.js painted, not what the socket carried.
+/// Waits until the Debug panel's session is `Active` and its terminal says it is connected.
+pub async fn wait_terminal_connected(b: &Browser) -> anyhow::Result<()> {
+    b.wait_for_within(
+        "[data-testid=session-panel][data-state=Active]",
+        std::time::Duration::from_secs(60),
+    )
+    .await?;
+    b.wait_text(".terminal-status", "Connected").await?;
+    Ok(())
+}
+
+/// Whether one of the Debug panel terminal's rows reads `line` (trailing blanks aside): what
+/// xterm.js painted, not what the socket carried.
+pub async fn terminal_shows(b: &Browser, line: &str) -> anyhow::Result<bool> {
+    let rows = b
+        .js("return [...document.querySelectorAll('.term-box .xterm-rows > div')].map(d => d.textContent)")
+        .await?;
+    Ok(rows.as_array().is_some_and(|r| {
+        r.iter()
+            .any(|l| l.as_str().map(str::trim_end) == Some(line))
+    }))
+}
+
+/// Types `keys` into the Debug panel's terminal and waits until one of its rows reads `line`.
 pub async fn type_in_terminal(b: &Browser, keys: &str, line: &str) -> anyhow::Result<()> {
     let textarea = b
         .wait_present(".term-box textarea.xterm-helper-textarea")
         .await?;
     textarea.send_keys(keys).await?;
     wait_until(&format!("the terminal shows {line:?}"), UI_WAIT, || async {
-        let rows = b
-            .js("return [...document.querySelectorAll('.term-box .xterm-rows > div')].map(d => d.textContent)")
-            .await?;
-        let seen = rows
-            .as_array()
-            .is_some_and(|r| r.iter().any(|l| l.as_str().map(str::trim_end) == Some(line)));
-        Ok(seen.then_some(()))
+        Ok(terminal_shows(b, line).await?.then_some(()))
     })
     .await
 }

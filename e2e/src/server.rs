@@ -79,9 +79,56 @@ async fn engine_database(
     Ok(Some(url))
 }
 
+/// Under `BREAKGLASS_E2E_STORE=s3`, the bucket the server in `data_dir` records to; `None`
+/// when recordings stay local, or when the test chose a store itself (`local_dir` in the
+/// `config`, or the S3 variables in `env`).
+fn engine_bucket(
+    config: &Path,
+    data_dir: &Path,
+    env: &[(&str, &str)],
+) -> anyhow::Result<Option<std::sync::Arc<crate::s3::Bucket>>> {
+    if !crate::s3::wanted()? {
+        return Ok(None);
+    }
+    let chosen = env
+        .iter()
+        .any(|(k, _)| k.starts_with("TOWER_BREAKGLASS_MINIO_"))
+        || std::fs::read_to_string(config)?
+            .lines()
+            .any(|l| l.trim_start().starts_with("local_dir"));
+    if chosen {
+        return Ok(None);
+    }
+    crate::s3::bucket_for(data_dir).map(Some)
+}
+
+/// The server binary as a command-line tool (`verify-recording`, `logins`...) on the data of
+/// the server in `data_dir`: a clean environment, plus the database and bucket that server
+/// was given by the engine switches (`BREAKGLASS_E2E_ENGINE`, `BREAKGLASS_E2E_STORE`).
+pub fn cli_command(data_dir: &Path) -> anyhow::Result<std::process::Command> {
+    let mut cmd = std::process::Command::new(server_binary()?);
+    for k in leaked_env() {
+        cmd.env_remove(k);
+    }
+    if let Ok(url) = std::fs::read_to_string(data_dir.join("e2e-database-url")) {
+        cmd.env("BREAKGLASS_DATABASE_URL", url);
+    }
+    cmd.envs(crate::s3::env_of(data_dir));
+    Ok(cmd)
+}
+
+/// The database URL of the server in `data_dir`: the PostgreSQL one the engine switch made,
+/// else its SQLite file.
+pub fn database_url_of(data_dir: &Path) -> String {
+    std::fs::read_to_string(data_dir.join("e2e-database-url"))
+        .unwrap_or_else(|_| format!("sqlite://{}", data_dir.join("breakglass.db").display()))
+}
+
 /// A running server process.
 pub struct ServerProcess {
     child: Child,
+    /// The bucket it records to under `BREAKGLASS_E2E_STORE=s3` (kept running while it is).
+    _bucket: Option<std::sync::Arc<crate::s3::Bucket>>,
     /// Base URL, e.g. `http://127.0.0.1:40123`.
     pub url: String,
     /// Everything it printed on stderr so far is appended here (for failure messages).
@@ -131,6 +178,10 @@ impl ServerProcess {
         if let Some(url) = engine_database(config, data_dir, env).await? {
             cmd.env("BREAKGLASS_DATABASE_URL", url);
         }
+        let bucket = engine_bucket(config, data_dir, env)?;
+        if let Some(b) = &bucket {
+            cmd.envs(b.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -151,7 +202,12 @@ impl ServerProcess {
         .map_err(|_| anyhow!("server did not start listening within 60 s"))??;
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok(ServerProcess { child, url, log })
+        Ok(ServerProcess {
+            child,
+            _bucket: bucket,
+            url,
+            log,
+        })
     }
 
     /// Waits for the process to exit by itself (e.g. at a failpoint); its exit code.

@@ -21,8 +21,8 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer};
 use breakglass_e2e::flows::{
-    absent, attr_of, end_session, find_in_player, panel_state, request_access, type_in_terminal,
-    wait_focus,
+    absent, attr_of, end_session, find_in_player, panel_state, request_access, terminal_shows,
+    type_in_terminal, wait_focus, wait_terminal_connected,
 };
 use breakglass_e2e::server::{config_toml, install_guardrails};
 use breakglass_e2e::{wait_for_pod_running, ControlPlane, Identity};
@@ -582,13 +582,9 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
         .wait_text("[data-testid=terminal-ended]", "alice ended it")
         .await?;
     alice.wait_for(".term-box").await?;
-    let rows = alice
-        .js("return [...document.querySelectorAll('.term-box .xterm-rows > div')].map(d => d.textContent.trimEnd())")
-        .await?;
     ensure!(
-        rows.as_array()
-            .is_some_and(|r| r.iter().any(|l| l.as_str() == Some("hello"))),
-        "the ended terminal still shows its screen, got {rows}"
+        terminal_shows(alice, "hello").await?,
+        "the ended terminal still shows its screen"
     );
     alice.check_page("21-ended").await?;
     alice.click("[data-testid=terminal-ended] a").await?;
@@ -660,13 +656,7 @@ async fn terminated_by_an_admin(
     bob.goto(&server.at("/")).await?;
     bob.click("[data-testid=queue-item] [data-action=approve]")
         .await?;
-    alice
-        .wait_for_within(
-            "[data-testid=session-panel][data-state=Active]",
-            Duration::from_secs(60),
-        )
-        .await?;
-    alice.wait_text(".terminal-status", "Connected").await?;
+    wait_terminal_connected(alice).await?;
     type_in_terminal(alice, "echo still-here\n", "still-here").await?;
     let href = alice
         .wait_for(
@@ -704,13 +694,9 @@ async fn terminated_by_an_admin(
     alice
         .wait_text("[data-testid=terminal-ended]", "carol terminated it")
         .await?;
-    let rows = alice
-        .js("return [...document.querySelectorAll('.term-box .xterm-rows > div')].map(d => d.textContent.trimEnd())")
-        .await?;
     ensure!(
-        rows.as_array()
-            .is_some_and(|r| r.iter().any(|l| l.as_str() == Some("still-here"))),
-        "the terminated terminal still shows its screen, got {rows}"
+        terminal_shows(alice, "still-here").await?,
+        "the terminated terminal still shows its screen"
     );
     alice.check_page("27-terminated").await?;
     alice

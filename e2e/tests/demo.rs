@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use breakglass_e2e::browser::{artifacts_dir, Browser, ChromeDriver};
 use breakglass_e2e::flows::{
     end_session, find_in_player, panel_state, request_access, type_in_terminal,
+    wait_terminal_connected,
 };
 use breakglass_e2e::server::ApiClient;
 use breakglass_e2e::wait_until;
@@ -541,13 +542,7 @@ async fn try_this_in_the_browser(url: &str) -> anyhow::Result<()> {
     bob.click("[data-testid=queue-item] [data-action=approve]")
         .await?;
 
-    alice
-        .wait_for_within(
-            "[data-testid=session-panel][data-state=Active]",
-            Duration::from_secs(60),
-        )
-        .await?;
-    alice.wait_text(".terminal-status", "Connected").await?;
+    wait_terminal_connected(&alice).await?;
     type_in_terminal(&alice, "echo checked-$((6*7))\n", "checked-42").await?;
     shot(&alice, "demo-5-terminal").await?;
     end_session(&alice).await?;

@@ -20,8 +20,11 @@ type Ws =
 
 const T: Duration = Duration::from_secs(60);
 
+/// In a test's `[recording]` section: record to `<data>/recordings` whatever the run's store.
+const LOCAL_STORE: &str = "{local_store}\n";
+
 async fn setup() -> (ServerProcess, ApiClient, String, tempfile::TempDir, String) {
-    let (dir, cfg, ns_name) = prepare("").await;
+    let (dir, cfg, ns_name) = prepare(&format!("[recording]\n{LOCAL_STORE}\n")).await;
     let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
         .await
         .unwrap();
@@ -41,7 +44,14 @@ async fn prepare(extra: &str) -> (tempfile::TempDir, std::path::PathBuf, String)
     let dir = tempfile::tempdir().unwrap();
     let kc = cp.kubeconfig_path(Identity::BreakglassSa).unwrap();
     let cfg = dir.path().join("server.toml");
-    std::fs::write(&cfg, config_toml(&[("ground", "ground", kc)], extra)).unwrap();
+    // Tests that open the stored files themselves pin the local store (LOCAL_STORE), also
+    // when the run records to S3 (BREAKGLASS_E2E_STORE=s3).
+    let local = format!(
+        "local_dir = \"{}\"\n",
+        dir.path().join("data/recordings").display()
+    );
+    let extra = extra.replace(LOCAL_STORE, &local);
+    std::fs::write(&cfg, config_toml(&[("ground", "ground", kc)], &extra)).unwrap();
     // Guardrails for this cluster, rendered by the server itself. The cluster is shared by
     // every test of this file, running at once, so they are rendered from the common
     // configuration: a test's own `extra` (shorter durations, say) must not narrow the rails
@@ -219,13 +229,9 @@ async fn keystrokes_in_output_out_recorded_and_closed_at_end() {
     );
     verified(&alice, &id).await;
     // The CLI verifies it from the session row, and names the check a tampered copy fails.
-    let bin = breakglass_e2e::server::server_binary().unwrap();
     let data = _dir.path().join("data");
     let verify = || {
-        let mut cmd = std::process::Command::new(&bin);
-        for k in breakglass_e2e::server::leaked_env() {
-            cmd.env_remove(k);
-        }
+        let mut cmd = breakglass_e2e::server::cli_command(&data).unwrap();
         cmd.args(["verify-recording", id.as_str(), "--data-dir"])
             .arg(&data)
             .output()
@@ -447,10 +453,7 @@ fn verify_cli(
     id: &str,
     env: &[(&str, &str)],
 ) -> (bool, String) {
-    let mut cmd = std::process::Command::new(breakglass_e2e::server::server_binary().unwrap());
-    for k in breakglass_e2e::server::leaked_env() {
-        cmd.env_remove(k);
-    }
+    let mut cmd = breakglass_e2e::server::cli_command(data).unwrap();
     let out = cmd
         .args(["verify-recording", id, "--data-dir"])
         .arg(data)
@@ -480,21 +483,23 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
          `scripts/rekor.sh start DIR PORT` (scripts/test.sh does)",
     );
     let extra = format!(
-        "[recording]\nflush_interval_seconds = 1\n\n[recording.transparency_log]\nurl = \"{rekor}\"\n\n"
+        "[recording]\nflush_interval_seconds = 1\n{LOCAL_STORE}\n[recording.transparency_log]\nurl = \"{rekor}\"\n\n"
     );
     let (dir, cfg, ns) = prepare(&extra).await;
     let data = dir.path().join("data");
     let mut server = ServerProcess::start(&cfg, &data, &[]).await.unwrap();
     // SQLite serves one replica: a second server on the same file refuses to start, saying
-    // why and what to use instead.
-    let second = ServerProcess::start(&cfg, &data, &[]).await;
-    assert!(
-        second.is_err(),
-        "a second server started on one SQLite file"
-    );
-    let log = server.log_text();
-    assert!(log.contains("SQLite serves one replica only"), "{log}");
-    assert!(log.contains("PostgreSQL"), "{log}");
+    // why and what to use instead. (On PostgreSQL, replicas are the point.)
+    if breakglass_e2e::server::database_url_of(&data).starts_with("sqlite") {
+        let second = ServerProcess::start(&cfg, &data, &[]).await;
+        assert!(
+            second.is_err(),
+            "a second server started on one SQLite file"
+        );
+        let log = server.log_text();
+        assert!(log.contains("SQLite serves one replica only"), "{log}");
+        assert!(log.contains("PostgreSQL"), "{log}");
+    }
     let (alice, id) = request(&server, &ns).await;
     alice
         .wait_state(&id, &["Active"], T)
@@ -580,23 +585,38 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     let forged = cast.replace("after-9", "after-8");
     std::fs::write(&file, &forged).unwrap();
     let sha = breakglass_server::recording::sha256_hex(forged.as_bytes());
-    let db = sqlx::SqlitePool::connect(&format!(
-        "sqlite://{}",
-        data.join("breakglass.db").display()
-    ))
-    .await
-    .unwrap();
-    let changed = sqlx::query(
-        "UPDATE breakglass_sessions SET recording_sha256 = ?, recording_bytes = ? WHERE id = ?",
-    )
-    .bind(&sha)
-    .bind(forged.len() as i64)
-    .bind(uuid::Uuid::parse_str(&id).unwrap())
-    .execute(&db)
-    .await
-    .unwrap();
-    assert_eq!(changed.rows_affected(), 1);
-    db.close().await;
+    let url = breakglass_e2e::server::database_url_of(&data);
+    let uuid = uuid::Uuid::parse_str(&id).unwrap();
+    let changed = if url.starts_with("postgres") {
+        let db = sqlx::PgPool::connect(&url).await.unwrap();
+        let n = sqlx::query(
+            "UPDATE breakglass_sessions SET recording_sha256 = $1, recording_bytes = $2 WHERE id = $3",
+        )
+        .bind(&sha)
+        .bind(forged.len() as i64)
+        .bind(uuid)
+        .execute(&db)
+        .await
+        .unwrap()
+        .rows_affected();
+        db.close().await;
+        n
+    } else {
+        let db = sqlx::SqlitePool::connect(&url).await.unwrap();
+        let n = sqlx::query(
+            "UPDATE breakglass_sessions SET recording_sha256 = ?, recording_bytes = ? WHERE id = ?",
+        )
+        .bind(&sha)
+        .bind(forged.len() as i64)
+        .bind(uuid)
+        .execute(&db)
+        .await
+        .unwrap()
+        .rows_affected();
+        db.close().await;
+        n
+    };
+    assert_eq!(changed, 1);
     let (ok, text) = verify_cli(&data, &cfg, &id, &[]);
     assert!(!ok, "{text}");
     assert!(text.contains("PASS hash on record"), "{text}");
@@ -696,6 +716,22 @@ async fn open_when_free(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws
 
 /// Two replicas with their own URLs and data directories, sharing what replicas share: one
 /// PostgreSQL database and one recording store (a directory here, a bucket in production).
+/// What two replicas share besides the cluster: the database and the recording store, as the
+/// environment a replica is started with; the bucket (under S3) runs while this is kept.
+struct SharedStore {
+    env: Vec<(String, String)>,
+    _bucket: Option<std::sync::Arc<breakglass_e2e::s3::Bucket>>,
+}
+
+impl SharedStore {
+    fn env(&self) -> Vec<(&str, &str)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+}
+
 async fn two_replicas(
     ns_extra: &str,
 ) -> (
@@ -704,24 +740,41 @@ async fn two_replicas(
     tempfile::TempDir,
     std::path::PathBuf,
     String,
-    String,
+    SharedStore,
 ) {
     let db = breakglass_e2e::postgres::fresh_database().await.unwrap();
     let shared = tempfile::tempdir().unwrap();
-    let extra = format!(
-        "[recording]\nflush_interval_seconds = 1\nlocal_dir = \"{}\"\n\n{ns_extra}",
-        shared.path().join("recordings").display()
-    );
+    // The replicas share one store: a bucket when the run records to S3, else a directory.
+    let bucket = breakglass_e2e::s3::wanted()
+        .unwrap()
+        .then(|| breakglass_e2e::s3::bucket_for(shared.path()).unwrap());
+    let store = match &bucket {
+        Some(_) => String::new(),
+        None => format!(
+            "local_dir = \"{}\"\n",
+            shared.path().join("recordings").display()
+        ),
+    };
+    let extra = format!("[recording]\nflush_interval_seconds = 1\n{store}\n{ns_extra}");
     let (dir, cfg, ns) = prepare(&extra).await;
-    let env = [("BREAKGLASS_DATABASE_URL", db.as_str())];
+    let mut env = vec![("BREAKGLASS_DATABASE_URL".to_string(), db)];
+    if let Some(b) = &bucket {
+        env.extend(b.env.iter().cloned());
+    }
+    let shared_store = SharedStore {
+        env,
+        _bucket: bucket,
+    };
+    let env = shared_store.env();
     let a = ServerProcess::start(&cfg, &dir.path().join("a"), &env)
         .await
         .unwrap();
     let b = ServerProcess::start(&cfg, &dir.path().join("b"), &env)
         .await
         .unwrap();
+    drop(env);
     std::mem::forget(shared);
-    (a, b, dir, cfg, ns, db)
+    (a, b, dir, cfg, ns, shared_store)
 }
 
 /// How often `needle` occurs in `haystack`.
@@ -737,7 +790,7 @@ fn count(haystack: &str, needle: &str) -> usize {
 /// ends once and verifies, on the server and with `verify-recording`.
 #[tokio::test]
 async fn two_replicas_serve_one_terminal_and_one_recording() {
-    let (mut a, mut b, dir, cfg, ns, db) = two_replicas("").await;
+    let (mut a, mut b, dir, cfg, ns, shared) = two_replicas("").await;
     let (alice_a, id) = request(&a, &ns).await;
     alice_a
         .wait_state(&id, &["Active"], T)
@@ -770,7 +823,7 @@ async fn two_replicas_serve_one_terminal_and_one_recording() {
     type_and_see(&b, &mut ws_b, b"echo three-$((7*7))\r", "three-49").await;
 
     // A comes back; now B is killed, and A serves the terminal.
-    let env = [("BREAKGLASS_DATABASE_URL", db.as_str())];
+    let env = shared.env();
     let a = ServerProcess::start(&cfg, &dir.path().join("a"), &env)
         .await
         .unwrap();
@@ -824,7 +877,7 @@ async fn two_replicas_serve_one_terminal_and_one_recording() {
 /// finished once.
 #[tokio::test]
 async fn ending_through_the_other_replica_closes_the_terminal_and_finishes_once() {
-    let (a, b, _dir, _cfg, ns, _db) = two_replicas("").await;
+    let (a, b, _dir, _cfg, ns, _shared) = two_replicas("").await;
     let (alice, id) = request(&a, &ns).await;
     alice.wait_state(&id, &["Active"], T).await.unwrap();
     let mut ws = open_terminal(&a, &alice, &id).await.unwrap();
@@ -873,7 +926,7 @@ async fn wait_stored(who: &ApiClient, id: &str, needle: &str) {
 #[tokio::test]
 async fn spool_full_ends_the_session_and_keeps_what_was_stored() {
     let (dir, cfg, ns) = prepare(
-        "[recording]\nflush_interval_seconds = 1\nspool_limit_bytes = 65536\nretry_initial_ms = 100\nretry_max_seconds = 1\nfinish_timeout_seconds = 2\n\n",
+        &format!("[recording]\nflush_interval_seconds = 1\nspool_limit_bytes = 65536\nretry_initial_ms = 100\nretry_max_seconds = 1\nfinish_timeout_seconds = 2\n{LOCAL_STORE}\n"),
     )
     .await;
     let data = dir.path().join("data");
@@ -1069,8 +1122,12 @@ async fn recorded_bytes(who: &ApiClient, id: &str) -> u64 {
 /// the server's memory, stops growing; once the browser reads again, output flows again.
 #[tokio::test]
 async fn a_browser_that_stops_reading_stalls_the_pod_output() {
-    let (dir, cfg, ns) =
-        prepare("[recording]\nflush_interval_seconds = 1\nmax_bytes = 268435456\n\n").await;
+    // The local store: this is about the socket's back-pressure, and it reads the stored size
+    // as its gauge, which a slower store (S3) moves in coarser, later steps.
+    let (dir, cfg, ns) = prepare(&format!(
+        "[recording]\nflush_interval_seconds = 1\nmax_bytes = 268435456\n{LOCAL_STORE}\n"
+    ))
+    .await;
     let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
         .await
         .unwrap();
@@ -1085,16 +1142,26 @@ async fn a_browser_that_stops_reading_stalls_the_pod_output() {
     ))
     .await
     .unwrap();
-    // Read nothing: in-flight buffers fill within a second, then everything waits.
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    let stalled_at = recorded_bytes(&alice, &id).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let still = recorded_bytes(&alice, &id).await;
-    eprintln!("recorded while not reading: {stalled_at} bytes, 4 s later {still} bytes");
-    assert!(
-        still.saturating_sub(stalled_at) < 1024 * 1024,
-        "the recording kept growing while the browser read nothing: {stalled_at} -> {still}"
-    );
+    // Read nothing: in-flight buffers fill, the store catches up with what was recorded
+    // (slower on S3), and then nothing more comes. Stalled: the stored size unchanged over
+    // eight looks (more than three flush intervals); output that kept flowing never is.
+    let seen = std::cell::RefCell::new(Vec::new());
+    let stalled_at = breakglass_e2e::wait_until(
+        "the recording to stop growing while the browser reads nothing",
+        Duration::from_secs(60),
+        || async {
+            let now = recorded_bytes(&alice, &id).await;
+            let mut seen = seen.borrow_mut();
+            seen.push(now);
+            let n = seen.len();
+            let stable = n >= 8 && seen[n - 8..].iter().all(|b| b.abs_diff(now) < 64 * 1024);
+            Ok(stable.then_some(now))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}: stored sizes {:?}", seen.borrow()));
+    let seen = seen.into_inner();
+    eprintln!("recorded while not reading: stalled at {stalled_at} bytes ({seen:?})");
     assert!(
         stalled_at < 48 * 1024 * 1024,
         "{stalled_at} bytes buffered before stalling"
@@ -1119,7 +1186,7 @@ async fn a_browser_that_stops_reading_stalls_the_pod_output() {
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while recorded_bytes(&alice, &id).await <= still + 1024 * 1024 {
+    while recorded_bytes(&alice, &id).await <= stalled_at + 1024 * 1024 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the output did not flow again once the browser read"

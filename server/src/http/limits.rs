@@ -27,7 +27,7 @@ pub struct RequestTimeout(pub Duration);
 pub async fn bound(State(limits): State<Limits>, mut req: Request, next: Next) -> Response {
     let timeout = limits.request_timeout;
     req.extensions_mut().insert(RequestTimeout(timeout));
-    if !matches!(*req.method(), Method::GET | Method::HEAD) {
+    if !matches!(*req.method(), Method::GET | Method::HEAD) || proportional_read(&req) {
         return next.run(req).await;
     }
     let path = req.uri().path().to_string();
@@ -42,6 +42,15 @@ pub async fn bound(State(limits): State<Limits>, mut req: Request, next: Next) -
         }
         .into_response(),
     }
+}
+
+/// Reads whose work grows with a recording's size (verifying it hashes every byte from the
+/// store): a fixed bound would refuse exactly the long sessions reviewers most need to check.
+/// Like writes, each of their store calls is bounded by the store client's own timeouts.
+fn proportional_read(req: &Request) -> bool {
+    req.extensions()
+        .get::<axum::extract::MatchedPath>()
+        .is_some_and(|p| p.as_str().ends_with("/recording/verify"))
 }
 
 /// The live-update streams each user holds open on this replica.
@@ -104,5 +113,40 @@ impl Drop for LiveStream {
                 open.remove(&self.user);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use axum::Router;
+    use tower::ServiceExt;
+
+    /// Two reads that never finish on their own: a plain one is answered at the bound, while
+    /// verifying a recording is left to run (it hashes the whole recording).
+    #[tokio::test]
+    async fn only_size_bound_reads_outlive_the_request_timeout() {
+        let limits = Limits {
+            request_timeout: Duration::from_millis(200),
+            live_streams_per_user: 1,
+        };
+        let app = Router::new()
+            .route("/s/{id}", get(std::future::pending::<&'static str>))
+            .route(
+                "/s/{id}/recording/verify",
+                get(std::future::pending::<&'static str>),
+            )
+            .layer(axum::middleware::from_fn_with_state(limits, bound));
+        let read = |uri: &'static str| {
+            app.clone()
+                .oneshot(Request::get(uri).body(axum::body::Body::empty()).unwrap())
+        };
+        let cut = read("/s/1").await.unwrap();
+        assert_eq!(cut.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        // Ten times the bound, and still at work.
+        let left =
+            tokio::time::timeout(Duration::from_secs(2), read("/s/1/recording/verify")).await;
+        assert!(left.is_err(), "the verification was cut off: {left:?}");
     }
 }
