@@ -160,7 +160,10 @@ impl Clusters {
         let env = s.environment.as_str();
         let client = self.client(env).await?;
         let pods: Api<Pod> = Api::namespaced(client, &s.namespace);
-        match pods.get_opt(&debug_pod_name(s)).await {
+        // Metadata only: the sweep asks this of every active session each pass, and parsing
+        // whole Pods (every container's spec and status) was the largest part of an idle
+        // server's profile (BENCHMARKS.md, "Relay and recording").
+        match pods.get_metadata_opt(&debug_pod_name(s)).await {
             Ok(p) => Ok(p.is_some_and(|p| p.metadata.deletion_timestamp.is_none())),
             Err(e) => Err(ClusterError::from_kube(env, "read the pod", e)),
         }
