@@ -229,6 +229,11 @@ impl ServerProcess {
         Ok(())
     }
 
+    /// The process id while it runs (the benchmarks read its memory and CPU from `/proc`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// The server's log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

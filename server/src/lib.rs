@@ -43,6 +43,7 @@ pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", ctx.config.listen))?;
     let addr = listener.local_addr()?;
+    let listener = no_delay(listener);
     let url = match &ctx.config.public_url {
         Some(p) => p.origin.clone(),
         None => format!("http://{addr}"),
@@ -77,6 +78,22 @@ pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Every accepted connection with `TCP_NODELAY`: the terminal's echo goes out as small
+/// WebSocket frames, and Nagle's algorithm holds a small frame back until the one before it is
+/// acknowledged, which the browser's delayed ACK makes tens of milliseconds (BENCHMARKS.md,
+/// "Relay and recording").
+fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    use axum::serve::ListenerExt;
+    fn set(tcp: &mut tokio::net::TcpStream) {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set on a connection");
+        }
+    }
+    listener.tap_io(set as fn(&mut tokio::net::TcpStream))
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -95,5 +112,21 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use axum::serve::Listener;
+
+    #[tokio::test]
+    async fn accepted_connections_do_not_wait_for_acks() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = super::no_delay(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (accepted, _) = listener.accept().await;
+        assert!(accepted.nodelay().unwrap());
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use breakglass_shared::access::{Action, Refusal};
-use breakglass_shared::terminal::{close, Frame, Status, MAX_FRAME};
+use breakglass_shared::terminal::{close, Frame, Status, MAX_FRAME, TAG_DATA};
 use breakglass_shared::{PermissionSet, SessionState};
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -47,6 +47,19 @@ fn close_frame(code: u16, reason: &str) -> Message {
         code,
         reason: reason.into(),
     }))
+}
+
+/// Bytes an idle terminal's next read may take: an echo or a prompt. Small, because a thousand
+/// idle terminals each wait on one (BENCHMARKS.md, "Relay and recording").
+const IDLE_READ: usize = 4 * 1024;
+/// Bytes a busy terminal's next read may take: the largest data frame.
+const BUSY_READ: usize = MAX_FRAME - 1;
+
+/// An empty data frame (its tag only) with room for `payload` bytes of output.
+fn data_frame(payload: usize) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(1 + payload);
+    frame.push(TAG_DATA);
+    frame
 }
 
 async fn close_with(mut ws: WebSocket, code: u16, reason: impl Into<String>) {
@@ -114,19 +127,24 @@ impl Relay {
         });
         let _ = sink.send(Message::Binary(status.encode().into())).await;
 
-        let mut buf = vec![0u8; 16 * 1024];
+        let mut frame = data_frame(IDLE_READ);
         let reason: CloseReason = loop {
             tokio::select! {
-                // Pod → browser. Awaiting the send is the back-pressure: a slow browser slows the
-                // reads from the pod, and memory stays at one buffer.
-                n = stdout.read(&mut buf) => {
-                    let n = match n { Ok(0) | Err(_) => break CloseReason { code: close::RELAY_ERROR, reason: "the debug container's terminal closed".into() }, Ok(n) => n };
-                    if let Err(e) = writer.output(&buf[..n]) {
+                // Pod → browser, read straight into the frame sent. Awaiting the send is the
+                // back-pressure: a slow browser slows the reads from the pod, and memory stays
+                // at one frame.
+                n = stdout.read_buf(&mut frame) => {
+                    if !matches!(n, Ok(n) if n > 0) {
+                        break CloseReason { code: close::RELAY_ERROR, reason: "the debug container's terminal closed".into() };
+                    }
+                    // A read that filled the frame means more is waiting: the next one reads a
+                    // whole frame's worth, so bulk output crosses in few large frames.
+                    let busy = frame.len() == frame.capacity();
+                    let out = std::mem::replace(&mut frame, data_frame(if busy { BUSY_READ } else { IDLE_READ }));
+                    if let Err(e) = writer.output(&out[1..]) {
                         break CloseReason { code: close::SESSION_ENDED, reason: e.to_string() };
                     }
-                    let mut frame = Vec::with_capacity(n + 1);
-                    Frame::Data(&buf[..n]).encode_into(&mut frame);
-                    if sink.send(Message::Binary(frame.into())).await.is_err() {
+                    if sink.send(Message::Binary(out.into())).await.is_err() {
                         break CloseReason { code: 1001, reason: "browser gone".into() };
                     }
                     // The recording's bounds (its unstored tail, its rate) slow the pod too.
@@ -185,6 +203,14 @@ impl Relay {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_frames_are_data_frames_within_the_limit() {
+        let mut frame = data_frame(BUSY_READ);
+        frame.resize(frame.capacity(), b'x');
+        assert!(frame.len() <= MAX_FRAME, "{}", frame.len());
+        assert_eq!(Frame::decode(&frame), Ok(Frame::Data(&frame[1..])));
+    }
 
     #[test]
     fn close_reasons_fit_a_close_frame() {

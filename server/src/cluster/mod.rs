@@ -34,6 +34,11 @@ mod reconcile;
 use error::{retry, STEP_BUDGET};
 use objects::*;
 
+/// Output kube-rs buffers between the attach's socket and the relay. Its default (1 KiB) cut
+/// bulk output into 1 KiB reads, each a frame to the browser and an append to the recording;
+/// at 64 KiB the relay reads what arrived in one go, up to a whole frame (BENCHMARKS.md).
+pub const ATTACH_OUTPUT_BUFFER: usize = 64 * 1024;
+
 struct EnvCluster {
     tier: Tier,
     creds: ClusterCredentials,
@@ -155,7 +160,10 @@ impl Clusters {
         let env = s.environment.as_str();
         let client = self.client(env).await?;
         let pods: Api<Pod> = Api::namespaced(client, &s.namespace);
-        match pods.get_opt(&debug_pod_name(s)).await {
+        // Metadata only: the sweep asks this of every active session each pass, and parsing
+        // whole Pods (every container's spec and status) was the largest part of an idle
+        // server's profile (BENCHMARKS.md, "Relay and recording").
+        match pods.get_metadata_opt(&debug_pod_name(s)).await {
             Ok(p) => Ok(p.is_some_and(|p| p.metadata.deletion_timestamp.is_none())),
             Err(e) => Err(ClusterError::from_kube(env, "read the pod", e)),
         }
@@ -224,7 +232,9 @@ impl ClusterOps for Clusters {
         let env = s.environment.as_str();
         let client = self.client(env).await?;
         let pods: Api<Pod> = Api::namespaced(client, &s.namespace);
-        let ap = kube::api::AttachParams::interactive_tty().container(debug_container_name(s));
+        let ap = kube::api::AttachParams::interactive_tty()
+            .container(debug_container_name(s))
+            .max_stdout_buf_size(ATTACH_OUTPUT_BUFFER);
         let attached = pods
             .attach(&debug_pod_name(s), &ap)
             .await

@@ -12,6 +12,9 @@ use crate::error::ApiError;
 use crate::http::extract::SessionId;
 use crate::state::AppState;
 
+/// What the terminal socket reads from the browser at once.
+const READ_BUFFER: usize = 8 * 1024;
+
 /// Upgrades to the terminal WebSocket. Refusals after the upgrade (not the requester, not
 /// active, ended) are close frames with a code from `terminal::close` and a reason.
 pub async fn terminal(
@@ -41,5 +44,9 @@ pub async fn terminal(
     let ctx = state.0.clone();
     Ok(ws
         .max_message_size(breakglass_shared::terminal::MAX_FRAME * 2)
+        // The browser sends keystrokes and resizes, a few bytes each: tungstenite's default
+        // 128 KiB read buffer is zero-filled on the first read and then held by every open
+        // terminal, idle or not (BENCHMARKS.md, "Relay and recording").
+        .read_buffer_size(READ_BUFFER)
         .on_upgrade(move |socket| async move { ctx.relay.serve(socket, id, user.name).await }))
 }

@@ -18,8 +18,13 @@ use tokio::sync::watch;
 use super::Recorder;
 use crate::ports::Terminals;
 
-/// How often the keeper renews leases.
-const KEEP_EVERY: Duration = Duration::from_secs(1);
+/// How often the keeper renews the leases of a lifetime `ttl`: three times per lifetime, so a
+/// renewal may fail twice before the lease runs out. Every renewal is one database write per
+/// recorded session (a commit with an fsync on SQLite); renewing every second was most of what
+/// an idle server with many open terminals spent (BENCHMARKS.md, "Relay and recording").
+fn keep_every(ttl: Duration) -> Duration {
+    ttl / 3
+}
 
 /// Runs the keeper of `recorder` until the recorder is dropped.
 pub(super) fn spawn(
@@ -27,8 +32,11 @@ pub(super) fn spawn(
     mut changes: broadcast::Receiver<SessionChange>,
     mut missed: watch::Receiver<u64>,
 ) {
+    let Some(every) = recorder.upgrade().map(|r| keep_every(r.lease_ttl())) else {
+        return;
+    };
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(KEEP_EVERY);
+        let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -134,5 +142,17 @@ impl Recorder {
                 .await;
             me.end(&s, reason).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_are_renewed_thrice_per_lifetime_not_every_second() {
+        let ttl = Duration::from_secs(10);
+        assert!(keep_every(ttl) * 3 <= ttl);
+        assert!(keep_every(ttl) > Duration::from_secs(3));
     }
 }

@@ -1,0 +1,374 @@
+//! The relay and the recording (DESIGN.md section 13), each figure against its baseline in the
+//! same run:
+//!
+//! - `relay-keystroke`: keystrokes' echo round trip through the server's terminal WebSocket
+//!   (the browser's binary frames) vs a kube-rs `attach` straight to the same API server, to a
+//!   container of the same kind (the simulated node runs a real shell in a PTY for each);
+//! - `relay-bulk`: output throughput the same two ways;
+//! - `recording-bulk`: throughput through a server recording into the S3 store (versitygw) vs
+//!   one recording into its local directory. The server has no "recording off" (no recording,
+//!   no session), so the baseline is the cheapest recording it has: the same in-memory cast
+//!   writer, its segments on the local disk;
+//! - `idle-rss`, `idle-cpu`: what N open, idle terminals cost the server process, from
+//!   `/proc/<pid>`, vs the same server with none open.
+//!
+//! The servers record with no rate limit (`max_rate_bytes_per_second = 0`): the default rate
+//! (16 MiB/s) is a policy, not a cost, and would hide the relay's throughput.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use breakglass_e2e::bench::{self, Dist, Figure, Target};
+use breakglass_e2e::server::{config_toml, ApiClient, ServerProcess};
+use breakglass_e2e::{wait_for_pod_running, ControlPlane, Identity};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::Api;
+use serde_json::json;
+
+#[path = "relay/idle.rs"]
+mod idle;
+#[path = "relay/term.rs"]
+mod term;
+
+use term::{Relayed, Term};
+
+/// Sessions per pod for the idle terminals: each session adds its own ephemeral container,
+/// and a pod with a thousand of them would make every patch of it slow.
+const SESSIONS_PER_POD: usize = 10;
+const ACTIVE: Duration = Duration::from_secs(600);
+const BASELINE_IS: &str = "kube-rs attach straight to the API server";
+
+struct Bench {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    ns: String,
+    pods: Api<Pod>,
+}
+
+#[tokio::main]
+async fn main() {
+    let b = prepare().await;
+    let mut direct = term::attach(&b.pods, "direct", "app").await.unwrap();
+
+    // The relay with the local store: keystrokes and bulk output against direct attach.
+    let local = ServerProcess::start(&b.config, &b.dir.path().join("local"), &[])
+        .await
+        .unwrap();
+    let (alice, id) = one_session(&local, &b.ns, "relay-local").await;
+    let mut relayed = Relayed(term::open(&local, &alice, &id).await.unwrap());
+    keystroke_figures(&mut direct, &mut relayed).await;
+    let sizes = bench::sizes(&[10u64, 30, 100], &[1, 2, 4]);
+    // One run per size: the 100 MB take minutes on the shared machine.
+    let reps = 1;
+    let mut local_rates = Vec::new();
+    for &mb in &sizes {
+        let base = rate(&mut direct, mb, reps).await;
+        let perf = (mb == *sizes.last().unwrap())
+            .then(|| idle::profile(local.pid().unwrap(), "bulk", Duration::from_secs(5)))
+            .flatten();
+        let ours = rate(&mut relayed, mb, reps).await;
+        if let Some(mut p) = perf {
+            let _ = p.wait();
+        }
+        local_rates.push(ours);
+        let fig = Figure::new("relay-bulk", "mean", "MB/s", base, ours)
+            .size(format!("output={mb}MB"))
+            .baseline_is("direct attach");
+        bench::report(&if mb == *sizes.last().unwrap() {
+            fig.target(Target::RatioAtLeast(0.9))
+        } else {
+            fig
+        });
+    }
+    drop(relayed);
+    drop(local);
+
+    // The same through a server recording into the S3 store.
+    let s3 = S3::start(b.dir.path());
+    let env: Vec<(&str, &str)> = s3
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let remote = ServerProcess::start(&b.config, &b.dir.path().join("s3-server"), &env)
+        .await
+        .unwrap();
+    let (alice, id) = one_session(&remote, &b.ns, "relay-s3").await;
+    let mut relayed = Relayed(term::open(&remote, &alice, &id).await.unwrap());
+    for (i, &mb) in sizes.iter().enumerate() {
+        // The local store's figure again right before, so both come from the same minute of
+        // a shared machine.
+        let ours = rate(&mut relayed, mb, reps).await;
+        let fig = Figure::new("recording-bulk", "mean", "MB/s", local_rates[i], ours)
+            .size(format!("output={mb}MB"))
+            .baseline_is("relay recording to the local store");
+        bench::report(&if i == sizes.len() - 1 {
+            fig.target(Target::RatioAtLeast(0.95))
+        } else {
+            fig
+        });
+    }
+    drop(relayed);
+    drop(remote);
+    drop(s3);
+
+    idle_figures(&b).await;
+}
+
+/// The config, the guardrails, a namespace with the pods every part needs.
+async fn prepare() -> Bench {
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client(Identity::Admin).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = cp.kubeconfig_path(Identity::BreakglassSa).unwrap();
+    let config = dir.path().join("server.toml");
+    let extra = "[recording]\nmax_rate_bytes_per_second = 0\n";
+    // The tests sweep every second; an idle server is measured with the default (5 s).
+    let text = config_toml(&[("ground", "ground", kc)], extra).replace(
+        "sweep_interval_seconds = 1\n",
+        "sweep_interval_seconds = 5\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let identity = cp.username(Identity::BreakglassSa).unwrap();
+    breakglass_e2e::server::install_guardrails(cp, &config, "ground", identity)
+        .await
+        .unwrap();
+    let ns = cp.namespace("bench-relay").await.unwrap();
+    let ns_name = ns.name().to_string();
+    // The namespace outlives the run's servers; the control plane goes with the process.
+    std::mem::forget(ns);
+    let pods: Api<Pod> = Api::namespaced(admin, &ns_name);
+    let idle_pods = idle_sizes().last().unwrap().div_ceil(SESSIONS_PER_POD);
+    let mut names: Vec<String> = ["direct", "relay-local", "relay-s3", "warm-up"]
+        .map(String::from)
+        .to_vec();
+    names.extend((0..idle_pods).map(|i| format!("idle-{i}")));
+    futures::stream::iter(names.iter())
+        .for_each_concurrent(16, |name| {
+            let pods = pods.clone();
+            async move {
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": name},
+                    "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}
+                }))
+                .unwrap();
+                pods.create(&PostParams::default(), &pod).await.unwrap();
+                wait_for_pod_running(&pods, name, Duration::from_secs(120))
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+    Bench {
+        dir,
+        config,
+        ns: ns_name,
+        pods,
+    }
+}
+
+fn request(ns: &str, pod: &str) -> serde_json::Value {
+    json!({"environment": "ground", "namespace": ns, "pod": pod, "mode": "live",
+           "reason": "benchmarking the terminal relay", "duration_minutes": 30})
+}
+
+/// Alice's session on `pod`, active.
+async fn one_session(server: &ServerProcess, ns: &str, pod: &str) -> (ApiClient, String) {
+    let alice = server.login("alice").await.unwrap();
+    let id = alice.create(request(ns, pod)).await.unwrap();
+    alice
+        .wait_state(&id, &["Active"], ACTIVE)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    (alice, id)
+}
+
+async fn keystroke_figures(direct: &mut impl Term, relayed: &mut impl Term) {
+    let samples = bench::sizes(&[1000usize, 300, 300], &[30, 10, 10]);
+    for (bytes, n) in [1usize, 16, 256].into_iter().zip(samples) {
+        // Alternating halves, so a busy minute on the shared machine falls on both.
+        let mut base = term::keystrokes(direct, bytes, n / 2).await;
+        let mut ours = term::keystrokes(relayed, bytes, n / 2).await;
+        base.extend(term::keystrokes(direct, bytes, n - n / 2).await);
+        ours.extend(term::keystrokes(relayed, bytes, n - n / 2).await);
+        let (base, ours) = (Dist::from_durations(&base), Dist::from_durations(&ours));
+        let size = format!("bytes={bytes},n={n}");
+        for (stat, q) in [("p50", 0.5), ("p95", 0.95), ("p99", 0.99)] {
+            let fig = Figure::new("relay-keystroke", stat, "ms", base.p(q), ours.p(q))
+                .size(size.clone())
+                .baseline_is(BASELINE_IS);
+            // The design's figure is one keystroke's p99.
+            bench::report(&if bytes == 1 && stat == "p99" {
+                fig.target(Target::PlusAtMost(1.0))
+            } else {
+                fig
+            });
+        }
+    }
+}
+
+/// MB/s of `mb` megabytes of output, the median of `reps` runs.
+async fn rate(term: &mut impl Term, mb: u64, reps: usize) -> f64 {
+    let mut rates = Vec::new();
+    for _ in 0..reps {
+        let took = term::bulk(term, mb * 1_000_000).await;
+        rates.push(mb as f64 / took.as_secs_f64());
+    }
+    Dist::from_values(rates).p(0.5)
+}
+
+fn idle_sizes() -> Vec<usize> {
+    bench::sizes(&[100, 300, 1000], &[3, 6, 10])
+}
+
+/// A fresh server; its memory and CPU with none open, then with each size of open terminals.
+async fn idle_figures(b: &Bench) {
+    let window = if bench::short() {
+        Duration::from_secs(2)
+    } else {
+        Duration::from_secs(10)
+    };
+    let server = ServerProcess::start(&b.config, &b.dir.path().join("idle"), &[])
+        .await
+        .unwrap();
+    let pid = server.pid().unwrap();
+    // One terminal opened and closed first, so what is made once (the cluster client, its TLS
+    // session, the recorder's tasks) is in the baseline and not spread over the sessions.
+    let (alice, id) = one_session(&server, &b.ns, "warm-up").await;
+    drop(term::open(&server, &alice, &id).await.unwrap());
+    let cpu0 = idle::cpu_percent(pid, window).await.unwrap();
+    let rss0 = idle::rss_kb(pid).unwrap();
+
+    let mut open: Vec<term::Ws> = Vec::new();
+    for n in idle_sizes() {
+        let ids = futures::stream::iter(open.len()..n)
+            .map(|i| {
+                let alice = alice.clone();
+                let pod = format!("idle-{}", i / SESSIONS_PER_POD);
+                async move { alice.create(request(&b.ns, &pod)).await.unwrap() }
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await;
+        for id in &ids {
+            alice
+                .wait_state(id, &["Active"], ACTIVE)
+                .await
+                .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+        }
+        let opened: Vec<term::Ws> = futures::stream::iter(ids)
+            .map(|id| {
+                let (server, alice) = (&server, &alice);
+                async move { term::open(server, alice, &id).await.unwrap() }
+            })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        open.extend(opened);
+        let last = n == *idle_sizes().last().unwrap();
+        let perf = last
+            .then(|| idle::profile(pid, &format!("idle-{n}"), window))
+            .flatten();
+        let cpu = idle::cpu_percent(pid, window).await.unwrap();
+        if let Some(mut p) = perf {
+            let _ = p.wait();
+        }
+        let rss = idle::rss_kb(pid).unwrap();
+        let per = (rss - rss0) / n as f64;
+        let fig = Figure::new("idle-rss", "each", "KB", 0.0, per)
+            .size(format!("terminals={n}"))
+            .baseline_is(format!("server with none open ({rss0:.0} KB in all)"));
+        bench::report(&if last {
+            fig.target(Target::AtMost(200.0))
+        } else {
+            fig
+        });
+        let fig = Figure::new("idle-cpu", "mean", "%core", cpu0, cpu)
+            .size(format!("terminals={n},window={}s", window.as_secs()))
+            .baseline_is("server with none open");
+        bench::report(&if last {
+            fig.target(Target::AtMost(1.0))
+        } else {
+            fig
+        });
+    }
+    drop(open);
+    attach_alone(b, idle_sizes()[0]).await;
+}
+
+/// What one kube-rs attach alone holds, measured in this process: `n` attaches opened to the
+/// idle pods' app containers, this process's RSS before and after. The relay holds one per
+/// terminal, so this is the part of `idle-rss` the server's own code does not choose.
+async fn attach_alone(b: &Bench, n: usize) {
+    let me = std::process::id();
+    let before = idle::rss_kb(me).unwrap();
+    let mut held = Vec::new();
+    for i in 0..n {
+        let pod = format!("idle-{}", i / SESSIONS_PER_POD);
+        let mut t = term::attach(&b.pods, &pod, "app").await.unwrap();
+        term::settle(&mut t).await;
+        held.push(t);
+    }
+    let per = (idle::rss_kb(me).unwrap() - before) / n as f64;
+    bench::report(
+        &Figure::new("idle-rss", "each", "KB", 0.0, per)
+            .size(format!("attaches={n}"))
+            .baseline_is("one kube-rs attach alone, in the benchmark's process"),
+    );
+    drop(held);
+}
+
+/// A versitygw for the run (`scripts/s3.sh`), its bucket made as an operator makes it; stopped
+/// on drop.
+struct S3 {
+    dir: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl S3 {
+    fn script() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/s3.sh")
+    }
+
+    fn run(args: &[&std::ffi::OsStr]) -> String {
+        let out = std::process::Command::new(S3::script())
+            .args(args)
+            .env_remove("TOWER_BREAKGLASS_MINIO_BUCKET")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "scripts/s3.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn start(parent: &Path) -> S3 {
+        let dir = parent.join("s3");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let out = S3::run(&["start".as_ref(), dir.as_os_str(), port.as_ref()]);
+        let env = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches(['\'', '"']).to_string()))
+            .collect();
+        S3::run(&["create-bucket".as_ref(), dir.as_os_str()]);
+        S3 { dir, env }
+    }
+}
+
+impl Drop for S3 {
+    fn drop(&mut self) {
+        S3::run(&["stop".as_ref(), self.dir.as_os_str()]);
+    }
+}
