@@ -78,12 +78,14 @@ async fn main() {
         bob,
         ns: ns.name().to_string(),
         rx,
+        last: None,
     };
 
     // One unmeasured activation each: the watch connections, the server's first recording.
     let (mut direct_left, mut server_left) = (direct_pods.iter(), server_pods.iter());
     direct_batch(&pods, &direct_left.by_ref().take(1).collect::<Vec<_>>()).await;
-    ours.batch(&server_left.by_ref().take(1).collect::<Vec<_>>()).await;
+    ours.batch(&server_left.by_ref().take(1).collect::<Vec<_>>())
+        .await;
     let rounds = std::iter::once((1, sequential)).chain(at_once.iter().copied());
     for (k, batches) in rounds {
         let (mut base, mut value) = (Vec::new(), Vec::new());
@@ -103,6 +105,9 @@ async fn main() {
                 fig = fig.target(Target::RatioAtMost(2.0));
             }
             bench::report(&fig);
+        }
+        if k == 1 {
+            ours.print_steps().await;
         }
     }
     // Before the server goes: its end would end the stream, which the reader reports.
@@ -137,6 +142,8 @@ struct Ours {
     bob: ApiClient,
     ns: String,
     rx: mpsc::UnboundedReceiver<sse::Arrival>,
+    /// The last session activated.
+    last: Option<String>,
 }
 
 impl Ours {
@@ -163,8 +170,10 @@ impl Ours {
             assert_eq!(status, 200, "approve {id}: {body}");
             (id.clone(), t)
         });
-        let mut started: HashMap<String, SystemTime> =
-            futures::future::join_all(approvals).await.into_iter().collect();
+        let mut started: HashMap<String, SystemTime> = futures::future::join_all(approvals)
+            .await
+            .into_iter()
+            .collect();
         let mut took = Vec::new();
         let wait = async {
             while took.len() < ids.len() {
@@ -179,7 +188,9 @@ impl Ours {
                             took.push(a.at.duration_since(t).unwrap_or_default());
                         }
                     }
-                    Some("Failed") if started.contains_key(id) => panic!("activation failed: {}", s["failure"]),
+                    Some("Failed") if started.contains_key(id) => {
+                        panic!("activation failed: {}", s["failure"])
+                    }
                     _ => {}
                 }
             }
@@ -187,6 +198,38 @@ impl Ours {
         tokio::time::timeout(BOUND, wait)
             .await
             .unwrap_or_else(|_| panic!("sessions {ids:?} not all Active within {BOUND:?}"));
+        self.last = ids.pop();
         took
+    }
+
+    /// Where the last activation's time went, from its audit trail: each event's time after
+    /// the approval (the server's own clock).
+    async fn print_steps(&self) {
+        let Some(id) = &self.last else { return };
+        let d = self.alice.session(id).await.unwrap();
+        let at = |e: &serde_json::Value| {
+            time::OffsetDateTime::parse(
+                e["at"].as_str().unwrap_or_default(),
+                &time::format_description::well_known::Rfc3339,
+            )
+            .ok()
+        };
+        let events = d["events"].as_array().cloned().unwrap_or_default();
+        let Some(start) = events.iter().find(|e| e["kind"] == "approve").and_then(at) else {
+            return;
+        };
+        let steps: Vec<String> = events
+            .iter()
+            .filter_map(|e| {
+                let t = at(e)?;
+                let what = match e["detail"].as_str() {
+                    Some(d) => format!("{} ({d})", e["kind"].as_str().unwrap_or("?")),
+                    None => e["kind"].as_str().unwrap_or("?").to_string(),
+                };
+                (t >= start)
+                    .then(|| format!("{what} +{:.1} ms", (t - start).as_seconds_f64() * 1000.0))
+            })
+            .collect();
+        println!("  steps of the last activation: {}", steps.join(", "));
     }
 }

@@ -30,7 +30,9 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("server.toml");
     std::fs::write(&cfg, config()).unwrap();
-    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[]).await.unwrap();
+    let server = ServerProcess::start(&cfg, &dir.path().join("data"), &[])
+        .await
+        .unwrap();
     let alice = server.login("alice").await.unwrap();
     let mut viewers = Vec::new();
     for v in 0..VIEWERS {
@@ -40,7 +42,12 @@ async fn main() {
     let mut one = None;
     for &n in &sizes {
         let d = fan_out(&server.url, &alice, &viewers, n, changes).await;
-        println!("  streams={n}: p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms", d.p(0.5), d.p(0.99), d.p(1.0));
+        println!(
+            "  streams={n}: p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+            d.p(0.5),
+            d.p(0.99),
+            d.p(1.0)
+        );
         let base = one.get_or_insert_with(|| d.p(0.99));
         let mut fig = Figure::new("sse-fanout", "p99", "ms", *base, d.p(0.99))
             .size(format!("streams={n}"))
@@ -54,15 +61,28 @@ async fn main() {
 
 /// Opens `n` streams, makes `changes` changes one after another, and returns how long each
 /// took to reach each stream.
-async fn fan_out(base: &str, alice: &ApiClient, viewers: &[ApiClient], n: usize, changes: usize) -> Dist {
-    assert!(n <= viewers.len() * PER_USER, "{n} streams need more viewers");
+async fn fan_out(
+    base: &str,
+    alice: &ApiClient,
+    viewers: &[ApiClient],
+    n: usize,
+    changes: usize,
+) -> Dist {
+    assert!(
+        n <= viewers.len() * PER_USER,
+        "{n} streams need more viewers"
+    );
     let http = reqwest::Client::new();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut readers = Vec::new();
     for i in 0..n {
-        let r = sse::open(&http, base, &viewers[i % viewers.len()]).await.unwrap();
+        let r = sse::open(&http, base, &viewers[i % viewers.len()])
+            .await
+            .unwrap();
         let tx = tx.clone();
-        readers.push(tokio::spawn(async move { sse::forward(r, tx).await.unwrap() }));
+        readers.push(tokio::spawn(
+            async move { sse::forward(r, tx).await.unwrap() },
+        ));
     }
     drop(tx);
     let mut took = Vec::new();
@@ -76,7 +96,10 @@ async fn fan_out(base: &str, alice: &ApiClient, viewers: &[ApiClient], n: usize,
         let mut got = 0;
         let wait = async {
             while got < n {
-                let a = rx.recv().await.expect("every reader ended before the change arrived");
+                let a = rx
+                    .recv()
+                    .await
+                    .expect("every reader ended before the change arrived");
                 if a.change["session"]["id"] != id.as_str() {
                     continue;
                 }
@@ -110,7 +133,9 @@ fn config() -> String {
          [dev_login]\nenabled = true\n\n[[dev_login.users]]\nname = \"alice\"\ngroups = [\"engineers\"]\n"
     );
     for v in 0..VIEWERS {
-        s.push_str(&format!("\n[[dev_login.users]]\nname = \"viewer{v}\"\ngroups = [\"engineers\"]\n"));
+        s.push_str(&format!(
+            "\n[[dev_login.users]]\nname = \"viewer{v}\"\ngroups = [\"engineers\"]\n"
+        ));
     }
     s.push_str(
         "\n[[environments]]\nname = \"flight\"\ntier = \"flight\"\n[environments.permissions]\n\

@@ -39,7 +39,10 @@ pub async fn open(
 /// Reads `response` until it ends, sending every `session` event to `out`; a `lagged` event
 /// (the stream fell behind, events were dropped) ends it with an error, since a benchmark that
 /// lost events measured nothing.
-pub async fn forward(response: reqwest::Response, out: mpsc::UnboundedSender<Arrival>) -> anyhow::Result<()> {
+pub async fn forward(
+    response: reqwest::Response,
+    out: mpsc::UnboundedSender<Arrival>,
+) -> anyhow::Result<()> {
     let mut body = response.bytes_stream();
     let mut buf: Vec<u8> = Vec::new();
     while let Some(chunk) = body.next().await {

@@ -359,13 +359,23 @@ macro_rules! sql_store {
                 if let Some(r) = &f.requester_not {
                     q.push(" AND requester <> ").push_bind(r.as_str());
                 }
-                if let Some(envs) = &f.environments_in {
-                    q.push(" AND environment IN (");
-                    let mut sep = q.separated(", ");
-                    for e in envs {
-                        sep.push_bind(e.as_str());
+                // Several visible environments are matched by an expression no index serves:
+                // an environment index cannot give them newest first, and a planner without
+                // statistics (SQLite gathers none itself) would sort every visible row (100,000:
+                // 19 ms on SQLite, 200 ms on PostgreSQL) instead of walking the ids backwards.
+                match f.environments_in.as_deref() {
+                    Some([one]) => {
+                        q.push(" AND environment = ").push_bind(one.as_str());
                     }
-                    q.push(")");
+                    Some(envs) => {
+                        q.push(" AND environment || '' IN (");
+                        let mut sep = q.separated(", ");
+                        for e in envs {
+                            sep.push_bind(e.as_str());
+                        }
+                        q.push(")");
+                    }
+                    None => {}
                 }
                 if let Some(t) = f.created_by {
                     q.push(" AND created_at <= ").push_bind(t);
