@@ -226,8 +226,8 @@ async fn seed(url: &str, n: usize) -> Vec<Uuid> {
 /// ended in the ways sessions end (withdrawn, denied, expired); a few still wait for approval,
 /// made a moment ago so the sweep does not expire them while the bench runs.
 fn history(i: usize, n: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
-    let flight = i % 3 != 0;
-    let requester = if i % 10 == 0 {
+    let flight = !i.is_multiple_of(3);
+    let requester = if i.is_multiple_of(10) {
         "alice".to_string()
     } else {
         format!("person{}", i % PEOPLE)

@@ -285,7 +285,7 @@ async fn every_stream_gets_each_change_once_even_after_none_was_open() {
             .as_str()
             .unwrap()
             .to_string();
-        let mut streams = vec![
+        let mut streams = [
             live.events(&bob).await,
             live.events(&bob).await,
             live.events(&alice).await,

@@ -19,7 +19,7 @@ const N: usize = 1_201;
 /// Session `i`: on `dev` (Ground, withdrawn by its requester) or `prod` (Flight, denied by
 /// bob, or still waiting); its history.
 fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
-    let prod = i % 2 == 0;
+    let prod = i.is_multiple_of(2);
     let requester = format!("person{}", i % 7);
     let new = NewSession {
         environment: if prod { "prod" } else { "dev" }.into(),
