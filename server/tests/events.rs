@@ -258,6 +258,69 @@ async fn a_change_reaches_those_who_may_see_it_and_nobody_else() {
     }
 }
 
+/// The streams share one rendering of each change (`http::events::Fanout`): every open stream
+/// gets it once, and the rendering outlives a time with no stream open, so a stream opened
+/// afterwards is served too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_stream_gets_each_change_once_even_after_none_was_open() {
+    for s in servers().await {
+        let live = serve(&s).await;
+        let alice = s.login("alice").await;
+        let bob = s.login("bob").await;
+        let mut first = live.events(&bob).await;
+        live.wait_open_streams(1, Duration::from_secs(5)).await;
+        let id = s.create(&alice, "prod").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        first
+            .session_event(&id, "create", Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{}: the first stream got no event", s.backend));
+        drop(first);
+        live.wait_open_streams(0, Duration::from_secs(25)).await;
+
+        // A change while nobody listens, then three streams of two people.
+        let unseen = s.create(&alice, "prod").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let mut streams = [
+            live.events(&bob).await,
+            live.events(&bob).await,
+            live.events(&alice).await,
+        ];
+        live.wait_open_streams(3, Duration::from_secs(5)).await;
+        let id = s.create(&alice, "prod").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        for (i, st) in streams.iter_mut().enumerate() {
+            // The first event is this change: not the one made while no stream was open.
+            let ev = st
+                .next(Duration::from_secs(10))
+                .await
+                .unwrap_or_else(|| panic!("{}: stream {i} got no event for {id}", s.backend));
+            assert_eq!(ev.event, "session", "{}: stream {i}: {ev:?}", s.backend);
+            let change: Value = serde_json::from_str(&ev.data).unwrap();
+            assert_eq!(
+                change["session"]["id"],
+                id.as_str(),
+                "{}: stream {i}",
+                s.backend
+            );
+            assert_eq!(change["session"]["state"], "PendingApproval");
+            // And it came once.
+            if let Some(ev) = st.next(Duration::from_millis(500)).await {
+                panic!(
+                    "{}: stream {i} got a second event {ev:?} ({unseen} was unseen)",
+                    s.backend
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_stream_needs_a_sign_in() {
     for s in servers().await {

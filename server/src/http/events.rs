@@ -2,15 +2,22 @@
 //! committed them (`Context::changes` carries the other replicas' too). When changes may have
 //! been missed (this stream fell behind, or the database's notifications were interrupted) the
 //! client is told `lagged` and refetches.
+//!
+//! Each change is turned into its JSON once per replica ([`Fanout`]), not once per stream: with
+//! 1,000 streams open, serialising the session for each of them was most of the time a change
+//! took to reach the last one (BENCHMARKS.md, "Activation, store and live updates").
 
 use std::convert::Infallible;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Extension;
+use breakglass_shared::api::SessionChange;
 use breakglass_shared::ErrorBody;
 use futures::stream::Stream;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 use tokio_stream::StreamExt;
 
@@ -28,6 +35,73 @@ impl Drop for OpenStream {
     }
 }
 
+/// A change as every stream sends it.
+enum Rendered {
+    /// A session changed: its environment (who may see it) and the `SessionChange` JSON.
+    Session { environment: String, json: String },
+    /// The renderer fell behind the changes: every stream must tell its client to refetch.
+    Lagged,
+}
+
+/// The replica's streams' one subscription to `Context::changes`: a task renders each change
+/// once and hands it to every stream on a channel of its own. Started by the first stream.
+#[derive(Clone)]
+pub struct Fanout(Arc<FanoutInner>);
+
+struct FanoutInner {
+    rendered: broadcast::Sender<Arc<Rendered>>,
+    started: Once,
+}
+
+impl Default for Fanout {
+    fn default() -> Self {
+        // As deep as `Context::changes`: a stream lags no sooner than it would have there.
+        Fanout(Arc::new(FanoutInner {
+            rendered: broadcast::channel(1024).0,
+            started: Once::new(),
+        }))
+    }
+}
+
+impl Fanout {
+    /// The rendered changes from now on; starts the renderer on `changes` if none runs yet.
+    fn subscribe(
+        &self,
+        changes: &broadcast::Sender<SessionChange>,
+    ) -> broadcast::Receiver<Arc<Rendered>> {
+        let rx = self.0.rendered.subscribe();
+        self.0.started.call_once(|| {
+            tokio::spawn(render(changes.subscribe(), self.0.rendered.clone()));
+        });
+        rx
+    }
+}
+
+/// Renders each change once, until the replica's change channel closes.
+async fn render(
+    mut changes: broadcast::Receiver<SessionChange>,
+    out: broadcast::Sender<Arc<Rendered>>,
+) {
+    loop {
+        let rendered = match changes.recv().await {
+            Ok(change) => match serde_json::to_string(&change) {
+                Ok(json) => Rendered::Session {
+                    environment: change.session.environment,
+                    json,
+                },
+                Err(e) => {
+                    tracing::error!(error = %e, "a session change could not be serialised");
+                    continue;
+                }
+            },
+            Err(RecvError::Lagged(_)) => Rendered::Lagged,
+            Err(RecvError::Closed) => return,
+        };
+        // No stream open is no error: the next one subscribes to what comes after.
+        let _ = out.send(Arc::new(rendered));
+    }
+}
+
 /// Live session changes: event `session` with a `SessionChange` JSON body; `lagged` when the
 /// client fell behind and should reload its lists.
 #[utoipa::path(get, path = "/api/breakglass/events", tag = "events",
@@ -39,24 +113,24 @@ impl Drop for OpenStream {
 pub async fn stream(
     State(state): State<AppState>,
     Extension(streams): Extension<LiveStreams>,
+    Extension(fanout): Extension<Fanout>,
     user: CurrentUser,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let place = streams.open(&user.name)?;
     let visible = user.visible_environments(&state);
     state.metrics.sse_open.inc();
     let guard = OpenStream(state.metrics.sse_open.clone());
-    let changes = BroadcastStream::new(state.changes.subscribe()).map(Result::ok);
+    let changes = BroadcastStream::new(fanout.subscribe(&state.changes)).map(Result::ok);
     let missed = WatchStream::from_changes(state.missed.subscribe()).map(|_| None);
+    let lagged = || Some(Ok(Event::default().event("lagged").data("reload")));
     let stream = changes.merge(missed).filter_map(move |msg| {
         let _keep = (&guard, &place);
-        match msg {
-            Some(change) if visible.contains(&change.session.environment) => Event::default()
-                .event("session")
-                .json_data(&change)
-                .ok()
-                .map(Ok),
-            Some(_) => None,
-            None => Some(Ok(Event::default().event("lagged").data("reload"))),
+        match msg.as_deref() {
+            Some(Rendered::Session { environment, json }) if visible.contains(environment) => {
+                Some(Ok(Event::default().event("session").data(json)))
+            }
+            Some(Rendered::Session { .. }) => None,
+            Some(Rendered::Lagged) | None => lagged(),
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))

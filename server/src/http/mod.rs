@@ -98,6 +98,7 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::Extension(sign_in::OidcProvider::for_config(
             &state.config,
         )))
+        .layer(axum::Extension(events::Fanout::default()))
         .layer(axum::Extension(limits::LiveStreams::new(
             state.config.limits.live_streams_per_user,
         )))

@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+mod bulk;
 mod logins;
 mod notice;
 mod postgres;
@@ -122,6 +123,10 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), StoreError>;
     /// Stores a new session with its creation event.
     async fn insert(&self, session: &Session, event: &EventDraft) -> Result<(), StoreError>;
+    /// Stores many sessions in one transaction, each from its history: its versions in order,
+    /// the first its creation, with the event that made each (an import: the other replicas
+    /// are not told row by row).
+    async fn insert_many(&self, batch: &[Vec<(Session, EventDraft)>]) -> Result<(), StoreError>;
     /// Reads one session.
     async fn get(&self, id: Uuid) -> Result<Option<Session>, StoreError>;
     /// Replaces `prev` with `next` if the row still has `prev`'s version and state, appending
@@ -266,6 +271,8 @@ macro_rules! sql_store {
             matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
         }
 
+        crate::store::bulk::bulk_insert!($store, $db);
+
         #[async_trait]
         impl Store for $store {
             async fn ping(&self) -> Result<(), StoreError> {
@@ -291,6 +298,10 @@ macro_rules! sql_store {
                 self.announce_change(&mut tx, s.id, s.version, &ev.kind).await?;
                 tx.commit().await?;
                 Ok(())
+            }
+
+            async fn insert_many(&self, batch: &[Vec<(Session, EventDraft)>]) -> Result<(), StoreError> {
+                self.insert_rows(batch).await
             }
 
             async fn get(&self, id: Uuid) -> Result<Option<Session>, StoreError> {
@@ -348,13 +359,23 @@ macro_rules! sql_store {
                 if let Some(r) = &f.requester_not {
                     q.push(" AND requester <> ").push_bind(r.as_str());
                 }
-                if let Some(envs) = &f.environments_in {
-                    q.push(" AND environment IN (");
-                    let mut sep = q.separated(", ");
-                    for e in envs {
-                        sep.push_bind(e.as_str());
+                // Several visible environments are matched by an expression no index serves:
+                // an environment index cannot give them newest first, and a planner without
+                // statistics (SQLite gathers none itself) would sort every visible row (100,000:
+                // 19 ms on SQLite, 200 ms on PostgreSQL) instead of walking the ids backwards.
+                match f.environments_in.as_deref() {
+                    Some([one]) => {
+                        q.push(" AND environment = ").push_bind(one.as_str());
                     }
-                    q.push(")");
+                    Some(envs) => {
+                        q.push(" AND environment || '' IN (");
+                        let mut sep = q.separated(", ");
+                        for e in envs {
+                            sep.push_bind(e.as_str());
+                        }
+                        q.push(")");
+                    }
+                    None => {}
                 }
                 if let Some(t) = f.created_by {
                     q.push(" AND created_at <= ").push_bind(t);

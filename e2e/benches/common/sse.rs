@@ -1,0 +1,80 @@
+//! A reader of the server's live stream (`GET /api/breakglass/events`) for the benchmarks: each
+//! `session` event is stamped with the wall-clock time its bytes arrived, before any parsing,
+//! so what is measured is the server's delivery and not this reader's JSON work.
+
+use std::time::SystemTime;
+
+use anyhow::{anyhow, bail};
+use breakglass_e2e::server::ApiClient;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+/// One `session` event as it arrived.
+pub struct Arrival {
+    /// When its last byte was read.
+    pub at: SystemTime,
+    /// The `SessionChange` JSON (`session`, `kind`).
+    pub change: Value,
+}
+
+/// Opens the stream as `client`'s user; fails unless the server answers 200 with an event
+/// stream.
+pub async fn open(
+    http: &reqwest::Client,
+    base: &str,
+    client: &ApiClient,
+) -> anyhow::Result<reqwest::Response> {
+    let r = http
+        .get(format!("{base}/api/breakglass/events"))
+        .header("cookie", client.cookie_header())
+        .send()
+        .await?;
+    if r.status() != 200 {
+        bail!("GET /events as {}: {}", client.user, r.status());
+    }
+    Ok(r)
+}
+
+/// Reads `response` until it ends, sending every `session` event to `out`; a `lagged` event
+/// (the stream fell behind, events were dropped) ends it with an error, since a benchmark that
+/// lost events measured nothing.
+pub async fn forward(
+    response: reqwest::Response,
+    out: mpsc::UnboundedSender<Arrival>,
+) -> anyhow::Result<()> {
+    let mut body = response.bytes_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let at = SystemTime::now();
+        buf.extend_from_slice(&chunk?);
+        while let Some(end) = find(&buf, b"\n\n") {
+            let frame: Vec<u8> = buf.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&frame);
+            let mut event = "message";
+            let mut data = String::new();
+            for line in text.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    event = v.trim();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                }
+            }
+            match event {
+                "session" => {
+                    let change = serde_json::from_str(&data)?;
+                    if out.send(Arrival { at, change }).is_err() {
+                        return Ok(());
+                    }
+                }
+                "lagged" => return Err(anyhow!("the stream fell behind and was told to reload")),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}

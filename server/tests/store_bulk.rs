@@ -1,0 +1,188 @@
+//! The store's bulk insert (`Store::insert_many`, what an import and the benchmarks use), on
+//! both engines: every session arrives with its whole history, the rows cross the statement
+//! chunks, a duplicate anywhere stores nothing, and the lists the web app asks for find them
+//! newest first through the combined filters' indexes.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use axum::http::Method;
+use breakglass_server::store::{EventDraft, StoreError};
+use breakglass_shared::session::NewSession;
+use breakglass_shared::{Actor, Mode, PermissionSet, Session, SessionEvent, SessionState, Tier};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// More than two statements' worth of sessions (500 a statement).
+const N: usize = 1_201;
+
+/// Session `i`: on `dev` (Ground, withdrawn by its requester) or `prod` (Flight, denied by
+/// bob, or still waiting); its history.
+fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
+    let prod = i.is_multiple_of(2);
+    let requester = format!("person{}", i % 7);
+    let new = NewSession {
+        environment: if prod { "prod" } else { "dev" }.into(),
+        tier: if prod { Tier::Flight } else { Tier::Ground },
+        namespace: "payments".into(),
+        pod: format!("worker-{i}"),
+        target_container: None,
+        mode: Mode::Live,
+        reason: "investigating stuck payment worker".into(),
+        ticket: None,
+        duration_minutes: 30,
+        recycle: false,
+        requester: requester.clone(),
+    };
+    let first = Session::new_request(Uuid::now_v7(), new, now);
+    let create = EventDraft {
+        actor: requester.clone(),
+        kind: "create".into(),
+        detail: None,
+        at: now,
+    };
+    let by = |name: &str| Actor::User {
+        name: name.into(),
+        permissions: PermissionSet {
+            request: true,
+            approve: true,
+            terminate: false,
+            self_approve: false,
+        },
+    };
+    let end = match (prod, i % 3) {
+        (true, 0) => return vec![(first, create)],
+        (true, _) => SessionEvent::Deny {
+            by: by("bob"),
+            reason: "use the runbook first".into(),
+        },
+        (false, _) => SessionEvent::End { by: by(&requester) },
+    };
+    let next = first.apply(&end, now).unwrap();
+    let ev = EventDraft {
+        actor: end.actor().name().into(),
+        kind: end.kind().into(),
+        detail: end.detail(),
+        at: now,
+    };
+    vec![(first, create), (next, ev)]
+}
+
+#[tokio::test]
+async fn bulk_insert_stores_every_history_and_the_lists_find_it() {
+    for s in common::servers().await {
+        let now = OffsetDateTime::now_utc();
+        let batch: Vec<_> = (0..N).map(|i| history(i, now)).collect();
+        let before = s.counts().await;
+        s.ctx.store.insert_many(&batch).await.unwrap();
+        let events: usize = batch.iter().map(Vec::len).sum();
+        assert_eq!(
+            s.counts().await,
+            (before.0 + N as i64, before.1 + events as i64),
+            "{}",
+            s.backend
+        );
+
+        // The row is the last version; the events are the history, each from the state before.
+        let denied = &batch[4];
+        let (last, _) = denied.last().unwrap();
+        assert_eq!(last.state, SessionState::Denied);
+        let stored = s.ctx.store.get(last.id).await.unwrap().unwrap();
+        assert_eq!(stored.version, last.version, "{}", s.backend);
+        assert_eq!(stored.state, SessionState::Denied, "{}", s.backend);
+        let evs = s.ctx.store.events(last.id).await.unwrap();
+        let steps: Vec<_> = evs
+            .iter()
+            .map(|e| (e.from_state, e.to_state, e.kind.as_str(), e.actor.as_str()))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                (None, SessionState::PendingApproval, "create", "person4"),
+                (
+                    Some(SessionState::PendingApproval),
+                    SessionState::Denied,
+                    "deny",
+                    "bob"
+                ),
+            ],
+            "{}",
+            s.backend
+        );
+
+        // The web app's lists: each combined filter, newest first, nothing else in it.
+        let carol = s.login("carol").await;
+        let expect = |keep: &dyn Fn(&Session) -> bool, limit: usize| -> Vec<String> {
+            let mut ids: Vec<Uuid> = batch
+                .iter()
+                .filter_map(|h| h.last())
+                .map(|(s, _)| s)
+                .filter(|s| keep(s))
+                .map(|s| s.id)
+                .collect();
+            ids.sort();
+            ids.reverse();
+            ids.into_iter().take(limit).map(|u| u.to_string()).collect()
+        };
+        for (path, keep, limit) in [
+            (
+                "/sessions?limit=200",
+                Box::new(|_: &Session| true) as Box<dyn Fn(&Session) -> bool>,
+                200,
+            ),
+            (
+                "/sessions?environment=prod&state=Denied&limit=20",
+                Box::new(|s: &Session| s.environment == "prod" && s.state == SessionState::Denied),
+                20,
+            ),
+            (
+                "/sessions?environment=dev&state=Denied&limit=20",
+                Box::new(|_: &Session| false),
+                20,
+            ),
+            (
+                "/sessions?environment=dev&requester=person3&limit=20",
+                Box::new(|s: &Session| s.environment == "dev" && s.requester == "person3"),
+                20,
+            ),
+        ] {
+            let r = s
+                .send(&carol, Method::GET, &format!("/api/breakglass{path}"), None)
+                .await;
+            assert!(r.status.is_success(), "{}: {path}: {:?}", s.backend, r.body);
+            let got: Vec<String> = r.body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["id"].as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(got, expect(&*keep, limit), "{}: {path}", s.backend);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_duplicate_anywhere_in_the_batch_stores_none_of_it() {
+    for s in common::servers().await {
+        let now = OffsetDateTime::now_utc();
+        let mut batch: Vec<_> = (0..N).map(|i| history(i, now)).collect();
+        // The last statement repeats the first session: the rows before it were written by
+        // then, and must go with the rest.
+        batch.push(batch[0].clone());
+        let before = s.counts().await;
+        let refused = s.ctx.store.insert_many(&batch).await;
+        assert!(
+            matches!(refused, Err(StoreError::Duplicate)),
+            "{}: {refused:?}",
+            s.backend
+        );
+        assert_eq!(s.counts().await, before, "{}", s.backend);
+        assert!(s
+            .ctx
+            .store
+            .get(batch[1].last().unwrap().0.id)
+            .await
+            .unwrap()
+            .is_none());
+    }
+}
