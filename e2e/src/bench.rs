@@ -218,13 +218,15 @@ pub fn report(figure: &Figure) {
         target_text,
         short: short(),
     };
-    let written = serde_json::to_string(&line).map_err(std::io::Error::other).and_then(|json| {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)?;
-        writeln!(file, "{json}")
-    });
+    let written = serde_json::to_string(&line)
+        .map_err(std::io::Error::other)
+        .and_then(|json| {
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)?;
+            writeln!(file, "{json}")
+        });
     if let Err(e) = written {
         eprintln!("could not append the figure to {path}: {e}");
     }
@@ -251,8 +253,10 @@ mod tests {
         assert_eq!(f.met(), Some(false));
         let f = Figure::new("x", "mean", "MB/s", 100.0, 89.0).target(Target::RatioAtLeast(0.9));
         assert_eq!(f.met(), Some(false));
-        let f = Figure::new("x", "p99", "ms", 1.0, 9.0)
-            .target(Target::AtMostAndRatio { abs: 10.0, ratio: 2.0 });
+        let f = Figure::new("x", "p99", "ms", 1.0, 9.0).target(Target::AtMostAndRatio {
+            abs: 10.0,
+            ratio: 2.0,
+        });
         assert_eq!(f.met(), Some(false));
     }
 }
