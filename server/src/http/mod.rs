@@ -117,6 +117,13 @@ pub fn app(state: AppState) -> Router {
                 .precompressed_br()
                 .precompressed_gzip(),
         );
+    // ServeDir does not say so itself: without it a shared cache could hand the brotli body
+    // to a browser that asked for gzip.
+    let frontend = tower_http::set_header::SetResponseHeader::appending(
+        frontend,
+        header::VARY,
+        header::HeaderValue::from_static("accept-encoding"),
+    );
     Router::new()
         .nest(breakglass_shared::api::API_PREFIX, api)
         .route("/healthz", get(healthz))
