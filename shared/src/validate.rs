@@ -297,6 +297,20 @@ mod tests {
     }
 
     #[test]
+    fn ticket_hosts_are_taken_in_their_ascii_spelling_only() {
+        // idna_adapter is pinned to its ASCII-only release (shared/Cargo.toml) to keep the
+        // Unicode tables out of the web app: the punycode spelling of a host passes, the
+        // same host in Unicode letters is refused, naming the field.
+        assert_eq!(ticket("https://xn--bcher-kva.example/INC-1"), Ok(()));
+        assert_eq!(
+            ticket("https://b\u{fc}cher.example/INC-1")
+                .err()
+                .map(|e| e.field),
+            Some("ticket")
+        );
+    }
+
+    #[test]
     fn durations() {
         let b = DurationBounds::default();
         assert_eq!(duration(5, &b), Ok(()));

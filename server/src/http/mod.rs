@@ -107,7 +107,24 @@ pub fn app(state: AppState) -> Router {
             limits::bound,
         ));
     let index = state.config.static_dir.join("index.html");
-    let frontend = ServeDir::new(&state.config.static_dir).fallback(ServeFile::new(index));
+    // The build writes a `.br` and a `.gz` beside each asset (frontend/precompress.mjs), so the
+    // first page goes out at brotli's best ratio without compressing on every request; a
+    // browser that accepts neither, or a file without them, gets the file as it is.
+    let frontend = ServeDir::new(&state.config.static_dir)
+        .precompressed_br()
+        .precompressed_gzip()
+        .fallback(
+            ServeFile::new(index)
+                .precompressed_br()
+                .precompressed_gzip(),
+        );
+    // ServeDir does not say so itself: without it a shared cache could hand the brotli body
+    // to a browser that asked for gzip.
+    let frontend = tower_http::set_header::SetResponseHeader::appending(
+        frontend,
+        header::VARY,
+        header::HeaderValue::from_static("accept-encoding"),
+    );
     Router::new()
         .nest(breakglass_shared::api::API_PREFIX, api)
         .route("/healthz", get(healthz))
