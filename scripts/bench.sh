@@ -18,7 +18,10 @@ if [ "${1:-}" = "--short" ]; then
   shift
 fi
 
-source scripts/test-env.sh
+# scripts/test.sh calls the short mode with everything already installed and started.
+if [ -z "${BENCH_ENV_READY:-}" ]; then
+  source scripts/test-env.sh
+fi
 
 mkdir -p "$BREAKGLASS_CACHE/bench"
 export BENCH_REPORT=${BENCH_REPORT:-$BREAKGLASS_CACHE/bench/report-$(date +%Y%m%d-%H%M%S).jsonl}

@@ -33,6 +33,9 @@ step "terminal and recording end to end again, on PostgreSQL with the S3 server 
 # open stored files themselves keep a local store.
 BREAKGLASS_E2E_ENGINE=postgres BREAKGLASS_E2E_STORE=s3 cargo test -p breakglass-e2e --test terminal "$@"
 
+step "benchmarks in their short mode (every figure still produced; no time is judged)"
+BENCH_ENV_READY=1 scripts/bench.sh --short
+
 step "frontend logic tests (host: keyframes, cast parsing, formatting)"
 cargo test -p breakglass-frontend "$@"
 

@@ -98,7 +98,7 @@ fn event_output(i: usize, bytes: usize, seed: &mut u64) -> String {
         let r = next(seed);
         let level = LEVELS[(r % 4) as usize];
         let path = PATHS[((r >> 8) % 5) as usize];
-        if r % 17 == 0 {
+        if r.is_multiple_of(17) {
             let done = (r >> 16) % 40;
             let _ = write!(
                 out,

@@ -117,6 +117,7 @@ impl Drop for LiveStream {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use axum::routing::get;
