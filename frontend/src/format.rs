@@ -292,6 +292,11 @@ mod tests {
             end_reason(&EndReason::UserEnded, "alice"),
             "alice ended it."
         );
+        // What the terminal's end note says when the time runs out.
+        assert_eq!(
+            end_reason(&EndReason::TtlExpired, "alice"),
+            "The requested time ran out."
+        );
     }
 
     #[test]
