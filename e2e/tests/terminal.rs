@@ -587,34 +587,28 @@ async fn killed_server_keeps_the_last_flush_resumes_the_recording_and_anchors_it
     let sha = breakglass_server::recording::sha256_hex(forged.as_bytes());
     let url = breakglass_e2e::server::database_url_of(&data);
     let uuid = uuid::Uuid::parse_str(&id).unwrap();
+    // One statement for both engines (SQLite numbers `$N` parameters in order too).
+    macro_rules! forge {
+        ($pool:expr) => {{
+            let db = $pool.await.unwrap();
+            let n = sqlx::query(
+                "UPDATE breakglass_sessions SET recording_sha256 = $1, recording_bytes = $2 WHERE id = $3",
+            )
+            .bind(&sha)
+            .bind(forged.len() as i64)
+            .bind(uuid)
+            .execute(&db)
+            .await
+            .unwrap()
+            .rows_affected();
+            db.close().await;
+            n
+        }};
+    }
     let changed = if url.starts_with("postgres") {
-        let db = sqlx::PgPool::connect(&url).await.unwrap();
-        let n = sqlx::query(
-            "UPDATE breakglass_sessions SET recording_sha256 = $1, recording_bytes = $2 WHERE id = $3",
-        )
-        .bind(&sha)
-        .bind(forged.len() as i64)
-        .bind(uuid)
-        .execute(&db)
-        .await
-        .unwrap()
-        .rows_affected();
-        db.close().await;
-        n
+        forge!(sqlx::PgPool::connect(&url))
     } else {
-        let db = sqlx::SqlitePool::connect(&url).await.unwrap();
-        let n = sqlx::query(
-            "UPDATE breakglass_sessions SET recording_sha256 = ?, recording_bytes = ? WHERE id = ?",
-        )
-        .bind(&sha)
-        .bind(forged.len() as i64)
-        .bind(uuid)
-        .execute(&db)
-        .await
-        .unwrap()
-        .rows_affected();
-        db.close().await;
-        n
+        forge!(sqlx::SqlitePool::connect(&url))
     };
     assert_eq!(changed, 1);
     let (ok, text) = verify_cli(&data, &cfg, &id, &[]);
