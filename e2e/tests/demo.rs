@@ -585,9 +585,15 @@ fn the_docs_pictures_are_the_demo_tests_screenshots() {
         assert!(!pictures.is_empty(), "{doc} shows no picture");
         for link in pictures {
             let name = Path::new(link).file_stem().unwrap().to_string_lossy();
+            // The demo's pictures, or the browser tests' page states (`ui-<state>`).
+            let taken = DOC_SHOTS.contains(&&*name)
+                || name
+                    .strip_prefix("ui-")
+                    .is_some_and(|state| breakglass_e2e::browser_a11y::DOC_STATES.contains(&state));
             assert!(
-                DOC_SHOTS.contains(&&*name),
-                "{doc} shows {link}, which no test takes (DOC_SHOTS in e2e/tests/demo.rs)"
+                taken,
+                "{doc} shows {link}, which no test takes (DOC_SHOTS in e2e/tests/demo.rs, \
+                 DOC_STATES in e2e/src/browser_a11y.rs)"
             );
             assert!(base.join(link).is_file(), "{doc}: {link} is missing");
         }
