@@ -330,7 +330,7 @@ struct S3 {
 
 impl S3 {
     fn script() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/s3.sh")
+        breakglass_e2e::script("s3.sh")
     }
 
     fn run(args: &[&std::ffi::OsStr]) -> String {

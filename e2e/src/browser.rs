@@ -20,13 +20,7 @@ use crate::wait_until;
 /// How long UI waits last by default (the test machines are shared and slow).
 pub const UI_WAIT: Duration = Duration::from_secs(20);
 
-/// The workspace root.
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-}
+pub use crate::workspace_root;
 
 /// The built frontend, or a clear error telling how to build it.
 pub fn frontend_dist() -> anyhow::Result<PathBuf> {

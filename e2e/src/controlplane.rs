@@ -456,7 +456,7 @@ fn controlplane_binary() -> anyhow::Result<PathBuf> {
             return Ok(PathBuf::from(bin));
         }
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/controlplane.sh");
+    let script = crate::script("controlplane.sh");
     let output = Command::new("bash")
         .arg(&script)
         .arg("build")

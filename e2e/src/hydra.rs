@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::net::TcpListener as StdListener;
-use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -95,10 +94,6 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 impl Provider {
     /// The provider of this test binary, started on first use (stopped, and its database
     /// dropped, when the binary exits).
@@ -121,7 +116,7 @@ impl Provider {
             .prefix("breakglass-hydra-")
             .tempdir()?
             .keep();
-        let script = repo_root().join("scripts/hydra.sh");
+        let script = crate::script("hydra.sh");
         let out = Command::new("bash")
             .arg(&script)
             .arg("start")

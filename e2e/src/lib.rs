@@ -44,6 +44,26 @@ pub mod s3;
 pub mod server;
 mod wait;
 
+use std::path::{Path, PathBuf};
+
+/// The workspace root of the checkout whose tests are running, found at run time: cargo gives
+/// every test and bench process its package directory (`CARGO_MANIFEST_DIR`). The compile-time
+/// value is only the fallback, because clones that share one target directory reuse each
+/// other's up-to-date test binaries, and the clone that built one may be gone by now (or hold
+/// other scripts).
+pub fn workspace_root() -> PathBuf {
+    let package = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let root = package.parent().map(Path::to_path_buf).unwrap_or(package);
+    root.canonicalize().unwrap_or(root)
+}
+
+/// A script of the checkout under test, `scripts/NAME`.
+pub fn script(name: &str) -> PathBuf {
+    workspace_root().join("scripts").join(name)
+}
+
 pub use controlplane::{ControlPlane, ControlPlaneInfo, Identity, StartOptions, TrustedIssuer};
 pub use namespace::{in_namespace, TestNamespace};
 pub use wait::{

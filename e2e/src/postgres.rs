@@ -60,8 +60,7 @@ impl PrivatePostgres {
     }
 
     fn run(&self, cmd: &str) -> anyhow::Result<()> {
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres.sh");
+        let script = crate::script("postgres.sh");
         let out = std::process::Command::new(&script)
             .arg(cmd)
             .env("BREAKGLASS_PG_DIR", self.dir.path())

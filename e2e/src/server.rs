@@ -16,7 +16,7 @@ pub fn server_binary() -> anyhow::Result<PathBuf> {
     if let Ok(p) = std::env::var("BREAKGLASS_SERVER_BIN") {
         return Ok(PathBuf::from(p));
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = crate::workspace_root();
     let status = std::process::Command::new(env!("CARGO"))
         .args(["build", "-q", "-p", "breakglass-server"])
         .current_dir(&root)

@@ -37,7 +37,7 @@ const START: Duration = Duration::from_secs(30 * 60);
 const T: Duration = Duration::from_secs(60);
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    breakglass_e2e::workspace_root()
 }
 
 /// `scripts/dev.sh` as a child in a process group of its own; stopped (SIGINT, then SIGKILL

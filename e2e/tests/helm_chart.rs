@@ -22,7 +22,7 @@ const EXAMPLES: [(&str, &str); 2] = [("ground.yaml", "dev"), ("flight.yaml", "pr
 const RBAC_KINDS: [&str; 4] = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    breakglass_e2e::workspace_root()
 }
 
 fn chart() -> PathBuf {

@@ -1001,7 +1001,7 @@ struct OwnLog(std::path::PathBuf);
 
 impl OwnLog {
     fn script(args: &[&std::ffi::OsStr]) -> std::process::Output {
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/rekor.sh");
+        let script = breakglass_e2e::script("rekor.sh");
         std::process::Command::new(script)
             .args(args)
             .output()

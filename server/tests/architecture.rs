@@ -18,7 +18,10 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn src() -> (PathBuf, Vec<PathBuf>) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // Read at run time: a test binary another clone built into the shared target directory
+    // must check this checkout's sources, not that clone's.
+    let package = std::env::var("CARGO_MANIFEST_DIR").unwrap_or(env!("CARGO_MANIFEST_DIR").into());
+    let root = Path::new(&package).join("src");
     let mut files = Vec::new();
     sources(&root, &mut files);
     (root, files)
