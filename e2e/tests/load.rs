@@ -206,7 +206,7 @@ async fn assert_converged(load: &Load, server: &ServerProcess, alice: &ApiClient
             (true, Fate::EndedBefore) => None,
             (true, _) => Some("resumed: server restarted"),
         };
-        assert_recording_whole(alice, id, &d, must_hold).await;
+        assert_recording_whole(server, alice, id, &d, must_hold).await;
     }
     load.rig.assert_clean().await;
 }
@@ -228,8 +228,15 @@ fn assert_events_gapless(id: &str, d: &Value) {
     }
 }
 
-/// The final recording ends with the session's end reason, holds `must_hold` and verifies.
-async fn assert_recording_whole(alice: &ApiClient, id: &str, d: &Value, must_hold: Option<&str>) {
+/// The final recording ends with the session's end reason, holds `must_hold` and verifies;
+/// failures show the end of `server`'s log.
+async fn assert_recording_whole(
+    server: &ServerProcess,
+    alice: &ApiClient,
+    id: &str,
+    d: &Value,
+    must_hold: Option<&str>,
+) {
     let cast = alice
         .get_text(&format!("/sessions/{id}/recording"))
         .await
@@ -246,14 +253,30 @@ async fn assert_recording_whole(alice: &ApiClient, id: &str, d: &Value, must_hol
     );
     let reason = reason.as_str();
     if let Some(m) = must_hold {
-        assert!(markers.contains(&m), "{id}: {markers:?}");
+        assert!(
+            markers.contains(&m),
+            "{id}: {markers:?}\n{}",
+            about(server, id)
+        );
     }
-    assert_eq!(markers.last(), Some(&reason), "{id}: {markers:?}");
+    assert_eq!(
+        markers.last(),
+        Some(&reason),
+        "{id}: {markers:?}\n{}",
+        about(server, id)
+    );
     let (st, v) = alice
         .get(&format!("/sessions/{id}/recording/verify"))
         .await
         .unwrap();
     assert_eq!((st, &v["ok"]), (200, &json!(true)), "{id}: {v}");
+}
+
+/// The lines of `server`'s log that name session `id`.
+fn about(server: &ServerProcess, id: &str) -> String {
+    let log = server.log_text();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(id)).collect();
+    lines[lines.len().saturating_sub(60)..].join("\n")
 }
 
 fn tail(log: &str) -> String {

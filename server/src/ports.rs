@@ -218,8 +218,11 @@ pub trait Recordings: Send + Sync + 'static {
     async fn marker(&self, id: Uuid, label: &str);
 
     /// Stores the final version (with its `ended` marker) and gives up the writer's lease;
-    /// waits for another replica that still writes it. Safe to call more than once.
-    async fn finish(&self, session: &Session, reason: &str);
+    /// waits for another replica that still writes it. Safe to call more than once. Returns
+    /// the version the row must name before the session is final (the writer's own report of
+    /// it is lost when the database was down at that moment); `None` when nothing was stored
+    /// here (nothing recorded, the store failed, or another replica finishes it).
+    async fn finish(&self, session: &Session, reason: &str) -> Option<RecordingRef>;
 
     /// Anchors the final hash on the row of `session` in the transparency log, up to
     /// `attempts` tries while the log is unreachable; `None` without a log, or on failure.

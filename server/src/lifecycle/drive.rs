@@ -44,7 +44,7 @@ impl Lifecycle {
             // Nothing was created: the request cannot run here, and waiting would not help.
             (SessionState::Activating, None) if !self.park_without_cluster => {
                 let error = no_cluster(&s.environment);
-                self.recorder.finish(&s, "activation failed").await;
+                self.finish_recording(&s, "activation failed").await?;
                 self.apply_event(id, SessionEvent::ActivationFailed { error })
                     .await
             }
@@ -80,7 +80,7 @@ impl Lifecycle {
         };
         // Everything created so far goes before the session is marked Failed.
         let current = self.store.get(id).await?.unwrap_or(s);
-        self.recorder.finish(&current, "activation failed").await;
+        self.finish_recording(&current, "activation failed").await?;
         if let Err(cleanup) = cluster.cleanup(&current, &progress).await {
             // Nothing recorded as created: nothing to undo here. Anything the cluster did
             // create unrecorded carries the session label, and the sweep removes it once the
@@ -94,6 +94,24 @@ impl Lifecycle {
             .await
     }
 
+    /// Finishes the recording of `s` and makes sure its row names the final version before the
+    /// session becomes final: a final row takes no more progress, and the writer's own report
+    /// of that version is lost when the database was down at that moment, which would leave
+    /// the row naming an earlier version for good (and the sweep building a shorter final cast
+    /// from it). A failure here leaves the session where it is: the next drive finds the same
+    /// final version and tries again.
+    async fn finish_recording(&self, s: &Session, reason: &str) -> Result<(), Error> {
+        let Some(done) = self.recorder.finish(s, reason).await else {
+            return Ok(());
+        };
+        let named = self.store.get(s.id).await?.and_then(|now| now.recording);
+        if named.as_ref() != Some(&done) {
+            self.record_progress(s.id, Progress::RecordingStored(done))
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Ending → Ended: the terminal closes, the recording is finished and anchored, then the
     /// cluster objects go.
     async fn end(&self, s: Session, cluster: Option<&dyn ClusterOps>) -> Result<Session, Error> {
@@ -103,7 +121,7 @@ impl Lifecycle {
         self.terminals
             .close(id, close::SESSION_ENDED, format!("session ended: {reason}"))
             .await;
-        self.recorder.finish(&s, reason).await;
+        self.finish_recording(&s, reason).await?;
         // The row now names the final version: anchor its hash before the session is final
         // (the row takes no more progress after that).
         if let Some(now) = self.store.get(id).await? {

@@ -333,44 +333,50 @@ impl Recorder {
     /// Stores the final version of the recording of `s` and gives up its lease. When another
     /// replica writes it, waits (up to the lease's lifetime) for it to finish or for its
     /// lease to expire. When no replica has a live writer but a recording is stored and not
-    /// yet finished (a server restarted), that one is continued and finished.
-    async fn end(&self, s: &Session, reason: &str) {
+    /// yet finished (a server restarted), that one is continued and finished. Returns the
+    /// version the row must name from now on, when this replica stored or found it.
+    async fn end(&self, s: &Session, reason: &str) -> Option<RecordingRef> {
         let id = s.id;
         // Finish a live writer while it stays registered: a concurrent `end` finishes the same
         // writer (same result) instead of continuing the recording a second time.
         let live = self.writers.lock().await.get(&id).cloned();
         if let Some(w) = live {
-            if let Err(e) = w.finish(reason).await {
+            let done = w.finish(reason).await;
+            if let Err(e) = &done {
                 tracing::warn!(%id, error = %e, "final recording version not stored; earlier versions are kept");
             }
             self.writers.lock().await.remove(&id);
             self.release(id).await;
-            return;
+            return done.ok();
         }
-        if s.recording.is_none() {
-            return;
-        }
+        s.recording.as_ref()?;
         match self.await_lease(id).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(%id, "another replica still holds the recording; it finishes it");
-                return;
+                return None;
             }
             Err(e) => {
                 tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept");
-                return;
+                return None;
             }
         }
         // The lease is ours: whoever wrote before has finished or is gone.
-        if let Err(e) = self.finish_stored(s, reason).await {
+        let done = self.finish_stored(s, reason).await;
+        if let Err(e) = &done {
             tracing::warn!(%id, error = %e, "the recording could not be finished; earlier versions are kept");
         }
         self.release(id).await;
+        done.ok().flatten()
     }
 
     /// Continues a stored, unfinished recording just to write its end; a recording whose end
     /// is stored but not its final cast (the server died in between) gets its final cast.
-    async fn finish_stored(&self, s: &Session, reason: &str) -> Result<(), RecordingError> {
+    async fn finish_stored(
+        &self,
+        s: &Session,
+        reason: &str,
+    ) -> Result<Option<RecordingRef>, RecordingError> {
         let bytes = self.latest(s.id).await?;
         if bytes.ended_reason().is_some() {
             let key = recording_key(s.id);
@@ -392,7 +398,8 @@ impl Recorder {
                     bytes: whole.len() as u64,
                 },
             };
-            return self.report_final(s, done).await;
+            self.report_final(s, &done).await;
+            return Ok(Some(done));
         }
         // Read the row again: the previous writer may have stored versions since `s`.
         let current = match self.db.get(s.id).await {
@@ -400,10 +407,13 @@ impl Recorder {
             _ => s.clone(),
         };
         let w = self.resume(&current, bytes, "server restarted").await?;
-        if let Err(e) = w.finish(reason).await {
-            tracing::warn!(id = %s.id, error = %e, "final recording version not stored; earlier versions are kept");
+        match w.finish(reason).await {
+            Ok(done) => Ok(Some(done)),
+            Err(e) => {
+                tracing::warn!(id = %s.id, error = %e, "final recording version not stored; earlier versions are kept");
+                Ok(None)
+            }
         }
-        Ok(())
     }
 
     /// The latest stored version of the final cast `key`.
@@ -418,7 +428,7 @@ impl Recorder {
     /// Puts the stored final version `done` on the row when the row names another: the writer
     /// that finished it could not (the database was down, or the server died in between), and
     /// the row must name the version with the end, the one verification and the log hold to.
-    async fn report_final(&self, s: &Session, done: RecordingRef) -> Result<(), RecordingError> {
+    async fn report_final(&self, s: &Session, done: &RecordingRef) {
         let current = match self.db.get(s.id).await {
             Ok(Some(now)) => now,
             _ => s.clone(),
@@ -427,9 +437,8 @@ impl Recorder {
             r.key == done.key && r.version == done.version && r.bytes == done.bytes
         });
         if !on_row {
-            self.report_stored(s.id).stored(done).await;
+            self.report_stored(s.id).stored(done.clone()).await;
         }
-        Ok(())
     }
 
     /// Starts a new recording of `s` with its header and approval marker stored.
@@ -497,8 +506,8 @@ impl Recordings for Recorder {
         }
     }
 
-    async fn finish(&self, s: &Session, reason: &str) {
-        self.end(s, reason).await;
+    async fn finish(&self, s: &Session, reason: &str) -> Option<RecordingRef> {
+        self.end(s, reason).await
     }
 
     async fn anchor(&self, s: &Session, attempts: u32) -> Option<RekorEntry> {

@@ -329,6 +329,14 @@ pub async fn build_final(
     // an old single-object recording that was continued in segments are shorter: not built.
     match store.latest_size(&final_key).await {
         Ok((_, len)) if len == last.bytes => return Ok(None),
+        // A longer final cast means `last` is behind what was stored: building from it would
+        // put a shorter cast over the whole one, and readers get the latest version.
+        Ok((_, len)) if len > last.bytes => {
+            return Err(StoreError::Corrupt(format!(
+                "a final cast of {len} bytes is stored already, longer than the {} bytes up to {}; nothing is stored over it",
+                last.bytes, last.key
+            )))
+        }
         Ok(_) | Err(StoreError::NotFound { .. }) => {}
         Err(e) => return Err(e),
     }
