@@ -513,7 +513,14 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         .await?;
     let chip = "[data-testid=active-sessions] .session-row .glass";
     bob.goto(&server.at("/ops-wall")).await?;
-    bob.wait_for(chip).await?;
+    if let Err(e) = bob.wait_for(chip).await {
+        // Seen missing now and then on a loaded machine, not yet explained: show what the
+        // wall listed instead.
+        let listed = bob
+            .js("const l = document.querySelector('[data-testid=active-sessions]'); return l ? l.outerHTML : 'no active-sessions list'")
+            .await?;
+        return Err(e.context(format!("the wall's active sessions: {listed}")));
+    }
     let share = bob
         .js(&format!(
             "const c = document.querySelector('{chip}'); \
