@@ -1,20 +1,25 @@
 //! A session becomes final only with its row naming the recording's final version. The
 //! writer reports each stored version itself, but that report is lost when the database is
 //! down at that moment; a final row takes no more progress, so the lifecycle puts the version
-//! `finish` returns on the row before `Ended` or `Failed`. The recordings port here stores
-//! nothing and never reports (the lost report, on cue); the store and the state machine are
-//! the real ones.
+//! `finish` returns on the row before `Ended` or `Failed`. Everything here is real (recorder,
+//! local recording store, SQLite, state machine) but the cluster; the recorder's reports are
+//! dropped on cue.
 #![allow(clippy::unwrap_used)]
+
+mod common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use breakglass_server::config::Config;
+use breakglass_server::connections::Connections;
 use breakglass_server::lifecycle::{Lifecycle, Ports};
-use breakglass_server::ports::{
-    ClusterError, ClusterOps, ProgressSink, Recording, RecordingError, Recordings, Terminals,
-};
-use breakglass_shared::session::{EndReason, NewSession, RecordingRef, RekorEntry};
+use breakglass_server::ports::{ClusterError, ClusterOps, ProgressSink};
+use breakglass_server::recorder::{Recorder, RecorderParts};
+use breakglass_server::recording::segment::{parse_segment_key, read_recording};
+use breakglass_server::recording::RecordingConfig;
+use breakglass_shared::session::{EndReason, NewSession};
 use breakglass_shared::{Mode, Session, SessionEvent, SessionState, Tier};
 use uuid::Uuid;
 
@@ -55,61 +60,53 @@ fn refused(s: &Session) -> ClusterError {
     }
 }
 
-/// The final version of every recording, as if stored while the database was down: returned
-/// by `finish`, never reported.
-fn final_of(id: Uuid) -> RecordingRef {
-    RecordingRef {
-        key: format!("sessions/{id}.cast"),
-        version: "v-final".into(),
-        sha256: "ab".repeat(32),
-        bytes: 4242,
-    }
-}
-
-struct LostReport;
-
-#[async_trait]
-impl Recordings for LostReport {
-    async fn start(&self, _: &Session) -> Result<Recording, RecordingError> {
-        Ok(Recording::Here)
-    }
-    async fn marker(&self, _: Uuid, _: &str) {}
-    async fn finish(&self, s: &Session, _: &str) -> Option<RecordingRef> {
-        Some(final_of(s.id))
-    }
-    async fn anchor(&self, _: &Session, _: u32) -> Option<RekorEntry> {
-        None
-    }
-    fn anchors(&self) -> bool {
-        false
-    }
-}
-
-struct NoTerminals;
-
-#[async_trait]
-impl Terminals for NoTerminals {
-    async fn close(&self, _: Uuid, _: u16, _: String) {}
-}
-
-async fn lifecycle(dir: &std::path::Path, refuse: bool) -> Arc<Lifecycle> {
-    let url = format!("sqlite://{}", dir.join("breakglass.db").display());
-    let store = breakglass_server::store::connect(&url).await.unwrap();
-    let (_events, rx) = tokio::sync::mpsc::channel(8);
-    Lifecycle::new(
+/// The lifecycle over the real recorder, store and state machine, with every report the
+/// recorder sends dropped: each stored version is lost on its way to the row, as when the
+/// database is down at that moment.
+async fn lifecycle(dir: &std::path::Path, refuse: bool) -> (Arc<Lifecycle>, Arc<Recorder>) {
+    let config = Config::resolve(&common::dev_args(dir), Default::default()).unwrap();
+    let store = breakglass_server::store::connect(&config.database_url)
+        .await
+        .unwrap();
+    let metrics = breakglass_server::metrics::Metrics::new().unwrap();
+    let changes = tokio::sync::broadcast::channel(64).0;
+    let (recorder, lost) = Recorder::new(RecorderParts {
+        config: RecordingConfig::from_settings(&config.recording).unwrap(),
+        db: store.clone(),
+        connections: Arc::new(Connections::default()),
+        changes: changes.clone(),
+        missed: tokio::sync::watch::channel(0).1,
+        anchors: metrics.anchors.clone(),
+    })
+    .unwrap();
+    drop(lost);
+    let (_none, rx) = tokio::sync::mpsc::channel(1);
+    let lifecycle = Lifecycle::new(
         Ports {
             store,
-            changes: tokio::sync::broadcast::channel(64).0,
-            transitions: breakglass_server::metrics::Metrics::new()
-                .unwrap()
-                .transitions,
+            changes,
+            transitions: metrics.transitions,
             cluster: Some(Arc::new(Cluster { refuse })),
-            recorder: Arc::new(LostReport),
-            terminals: Arc::new(NoTerminals),
+            recorder: recorder.clone(),
+            terminals: Arc::new(Connections::default()),
             park_without_cluster: false,
         },
         rx,
-    )
+    );
+    (lifecycle, recorder)
+}
+
+/// The row names the final cast as stored: the whole cast's key, not a segment's, whose
+/// stored bytes are as long as the row says and end with `ended: <reason>`.
+async fn assert_final_on_row(recorder: &Recorder, s: &Session, reason: &str) {
+    let rec = s.recording.as_ref().expect("the row names a recording");
+    assert!(parse_segment_key(&rec.key).is_none(), "{rec:?}");
+    let cast = read_recording(recorder.store().as_ref(), rec, false)
+        .await
+        .unwrap();
+    assert_eq!(cast.len() as u64, rec.bytes, "{rec:?}");
+    let end = String::from_utf8_lossy(&cast[cast.len().saturating_sub(200)..]).into_owned();
+    assert!(end.contains(&format!("ended: {reason}")), "{end}");
 }
 
 async fn approved(lifecycle: &Lifecycle) -> Uuid {
@@ -137,7 +134,7 @@ async fn approved(lifecycle: &Lifecycle) -> Uuid {
 #[tokio::test]
 async fn an_ended_session_names_the_final_version_its_writer_could_not_report() {
     let dir = tempfile::tempdir().unwrap();
-    let lifecycle = lifecycle(dir.path(), false).await;
+    let (lifecycle, recorder) = lifecycle(dir.path(), false).await;
     let id = approved(&lifecycle).await;
     assert_eq!(
         lifecycle.drive(id).await.unwrap().state,
@@ -149,15 +146,15 @@ async fn an_ended_session_names_the_final_version_its_writer_could_not_report() 
     lifecycle.apply_event(id, ending).await.unwrap();
     let ended = lifecycle.drive(id).await.unwrap();
     assert_eq!(ended.state, SessionState::Ended);
-    assert_eq!(ended.recording, Some(final_of(id)));
+    assert_final_on_row(&recorder, &ended, "TtlExpired").await;
 }
 
 #[tokio::test]
 async fn a_failed_activation_names_the_final_version_its_writer_could_not_report() {
     let dir = tempfile::tempdir().unwrap();
-    let lifecycle = lifecycle(dir.path(), true).await;
+    let (lifecycle, recorder) = lifecycle(dir.path(), true).await;
     let id = approved(&lifecycle).await;
     let failed = lifecycle.drive(id).await.unwrap();
     assert_eq!(failed.state, SessionState::Failed);
-    assert_eq!(failed.recording, Some(final_of(id)));
+    assert_final_on_row(&recorder, &failed, "activation failed").await;
 }
