@@ -16,6 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::wait_until;
+use fantoccini::wd::WebDriverCompatibleCommand;
 
 /// How long UI waits last by default (the test machines are shared and slow).
 pub const UI_WAIT: Duration = Duration::from_secs(20);
@@ -207,6 +208,7 @@ impl Browser {
         let caps: serde_json::Map<String, Value> = serde_json::from_value(json!({
             "browserName": "chrome",
             "goog:chromeOptions": { "binary": chromium, "args": args },
+            "goog:loggingPrefs": { "browser": "ALL" },
         }))?;
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         let client = ClientBuilder::new(connector)
@@ -238,7 +240,7 @@ impl Browser {
     pub async fn wait_for_within(&self, css: &str, timeout: Duration) -> anyhow::Result<Element> {
         let what = format!("{}: `{css}` to appear", self.name);
         let client = &self.client;
-        wait_until(&what, timeout, || async move {
+        let found = wait_until(&what, timeout, || async move {
             for el in client.find_all(Locator::Css(css)).await? {
                 if el.is_displayed().await.unwrap_or(false) {
                     return Ok(Some(el));
@@ -246,7 +248,8 @@ impl Browser {
             }
             Ok(None)
         })
-        .await
+        .await;
+        self.explain(found).await
     }
 
     /// Waits for an element matching `css` to exist, displayed or not (e.g. xterm's input
@@ -254,10 +257,11 @@ impl Browser {
     pub async fn wait_present(&self, css: &str) -> anyhow::Result<Element> {
         let what = format!("{}: `{css}` to exist", self.name);
         let client = &self.client;
-        wait_until(&what, UI_WAIT, || async move {
+        let found = wait_until(&what, UI_WAIT, || async move {
             Ok(client.find_all(Locator::Css(css)).await?.into_iter().next())
         })
-        .await
+        .await;
+        self.explain(found).await
     }
 
     /// Waits until the rendered text of a displayed `css` element contains `text`, ignoring
@@ -265,7 +269,7 @@ impl Browser {
     pub async fn wait_text(&self, css: &str, text: &str) -> anyhow::Result<Element> {
         let what = format!("{}: `{css}` to contain {text:?}", self.name);
         let client = &self.client;
-        wait_until(&what, UI_WAIT, || async move {
+        let found = wait_until(&what, UI_WAIT, || async move {
             for el in client.find_all(Locator::Css(css)).await? {
                 if el.is_displayed().await.unwrap_or(false)
                     && el
@@ -279,14 +283,15 @@ impl Browser {
             }
             Ok(None)
         })
-        .await
+        .await;
+        self.explain(found).await
     }
 
     /// Waits until no displayed element matches `css`.
     pub async fn wait_gone(&self, css: &str) -> anyhow::Result<()> {
         let what = format!("{}: `{css}` to disappear", self.name);
         let client = &self.client;
-        wait_until(&what, UI_WAIT, || async move {
+        let found = wait_until(&what, UI_WAIT, || async move {
             for el in client.find_all(Locator::Css(css)).await? {
                 if el.is_displayed().await.unwrap_or(false) {
                     return Ok(None);
@@ -294,21 +299,123 @@ impl Browser {
             }
             Ok(Some(()))
         })
-        .await
+        .await;
+        self.explain(found).await
     }
 
-    /// Clicks the element matching `css` (once it is displayed).
+    /// The `attr` attribute (`None`: the text) of the first displayed element matching `css`,
+    /// read in the same step that finds it: a live re-render between finding and reading
+    /// replaces the element, and the read is tried again on the new one.
+    async fn read_displayed(
+        &self,
+        css: &str,
+        attr: Option<&str>,
+    ) -> anyhow::Result<Option<String>> {
+        let what = format!("{}: `{css}` to be read", self.name);
+        let client = &self.client;
+        let read = wait_until(&what, UI_WAIT, || async move {
+            for el in client.find_all(Locator::Css(css)).await? {
+                if el.is_displayed().await.unwrap_or(false) {
+                    let value = match attr {
+                        Some(a) => el.attr(a).await?,
+                        None => Some(el.text().await?),
+                    };
+                    return Ok(Some(value));
+                }
+            }
+            Ok(None)
+        })
+        .await;
+        self.explain(read).await
+    }
+
+    /// The rendered text of the first displayed element matching `css` (see
+    /// [`Browser::read_displayed`] for why it is read where it is found).
+    pub async fn text_of(&self, css: &str) -> anyhow::Result<String> {
+        Ok(self.read_displayed(css, None).await?.unwrap_or_default())
+    }
+
+    /// The `attr` attribute of the first displayed element matching `css`.
+    pub async fn displayed_attr(&self, css: &str, attr: &str) -> anyhow::Result<Option<String>> {
+        self.read_displayed(css, Some(attr)).await
+    }
+
+    /// Clicks the element matching `css` once it is displayed. The page may re-render between
+    /// finding the element and clicking it (a live update replaces the row): a click that finds
+    /// its element gone is tried again on the new one, within the same wait.
     pub async fn click(&self, css: &str) -> anyhow::Result<()> {
-        self.wait_for(css).await?.click().await?;
-        Ok(())
+        let what = format!("{}: `{css}` to take a click", self.name);
+        let client = &self.client;
+        let clicked = wait_until(&what, UI_WAIT, || async move {
+            for el in client.find_all(Locator::Css(css)).await? {
+                if el.is_displayed().await.unwrap_or(false) {
+                    el.click().await?;
+                    return Ok(Some(()));
+                }
+            }
+            Ok(None)
+        })
+        .await;
+        self.explain(clicked).await
     }
 
-    /// Replaces the value of the field matching `css` by typing `text`.
+    /// Replaces the value of the field matching `css` by typing `text` (tried again on a
+    /// re-rendered field, like [`Browser::click`]).
     pub async fn fill(&self, css: &str, text: &str) -> anyhow::Result<()> {
-        let el = self.wait_for(css).await?;
-        el.clear().await?;
-        el.send_keys(text).await?;
-        Ok(())
+        let what = format!("{}: `{css}` to take {text:?}", self.name);
+        let client = &self.client;
+        let filled = wait_until(&what, UI_WAIT, || async move {
+            for el in client.find_all(Locator::Css(css)).await? {
+                if el.is_displayed().await.unwrap_or(false) {
+                    el.clear().await?;
+                    el.send_keys(text).await?;
+                    return Ok(Some(()));
+                }
+            }
+            Ok(None)
+        })
+        .await;
+        self.explain(filled).await
+    }
+
+    /// `result`, or its error with what the page showed and logged: a timed-out wait alone
+    /// does not say whether the page was stuck loading, showed an error, or crashed.
+    pub async fn explain<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
+        match result {
+            Ok(v) => Ok(v),
+            Err(e) => Err(e.context(self.page_report().await)),
+        }
+    }
+
+    /// The page's address, the browser console's warnings and errors, and the start of the
+    /// page's text, for a failure message.
+    pub async fn page_report(&self) -> String {
+        let url = match self.client.current_url().await {
+            Ok(u) => u.to_string(),
+            Err(e) => format!("(no URL: {e})"),
+        };
+        let text = match self
+            .js("return document.body ? document.body.innerText.slice(0, 2000) : '(no body)'")
+            .await
+        {
+            Ok(Value::String(t)) => t,
+            Ok(other) => other.to_string(),
+            Err(e) => format!("(no text: {e})"),
+        };
+        let console = match self.client.issue_cmd(ConsoleLog).await {
+            Ok(Value::Array(entries)) => entries
+                .iter()
+                .filter(|e| e["level"] != "INFO" && e["level"] != "DEBUG")
+                .map(|e| format!("  [{}] {}", e["level"], e["message"]))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Ok(other) => other.to_string(),
+            Err(e) => format!("(no console log: {e})"),
+        };
+        format!(
+            "{} was at {url}\nconsole warnings and errors since the last report:\n{console}\npage text:\n{text}",
+            self.name
+        )
     }
 
     /// Runs `script` in the page.
@@ -350,5 +457,30 @@ impl Browser {
     pub async fn close(self) -> anyhow::Result<()> {
         self.client.close().await?;
         Ok(())
+    }
+}
+
+/// chromedriver's log endpoint for the browser console (`goog:loggingPrefs` asks it to keep
+/// the entries); each read returns what came since the last.
+#[derive(Debug)]
+struct ConsoleLog;
+
+impl WebDriverCompatibleCommand for ConsoleLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/se/log",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _request_url: &url::Url) -> (http::Method, Option<String>) {
+        (
+            http::Method::POST,
+            Some(json!({ "type": "browser" }).to_string()),
+        )
     }
 }

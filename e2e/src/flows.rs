@@ -7,8 +7,14 @@ use crate::wait_until;
 /// Fills and submits the Debug panel's form with a valid request (target container `app`:
 /// a select when the cluster listing answered, else a text field).
 pub async fn request_access(b: &Browser, reason: &str) -> anyhow::Result<()> {
-    let target = b.wait_for("#bg-target").await?;
-    if target.tag_name().await?.eq_ignore_ascii_case("select") {
+    b.wait_for("#bg-target").await?;
+    let tag = b
+        .js("return document.getElementById('bg-target').tagName")
+        .await?;
+    if tag
+        .as_str()
+        .is_some_and(|t| t.eq_ignore_ascii_case("select"))
+    {
         b.js(
             "const s = document.getElementById('bg-target'); s.value = 'app'; \
               s.dispatchEvent(new Event('change', { bubbles: true })); return null",
@@ -105,10 +111,31 @@ pub async fn wait_focus(b: &Browser, css: &str) -> anyhow::Result<()> {
     .await
 }
 
-/// The value of `attr` on the first element matching `css`.
+/// The value of `attr` on the first element matching `css`, displayed or not, read where it
+/// is found (a re-render in between is read again).
 pub async fn attr_of(b: &Browser, css: &str, attr: &str) -> anyhow::Result<Option<String>> {
-    let el = b.wait_present(css).await?;
-    Ok(el.attr(attr).await?)
+    let script = format!(
+        "const e = document.querySelector({}); return e ? [e.getAttribute({})] : null",
+        serde_json::to_string(css)?,
+        serde_json::to_string(attr)?
+    );
+    let script = &script;
+    let found = wait_until(
+        &format!("{}: `{css}` to exist", b.name),
+        UI_WAIT,
+        || async move {
+            Ok(match b.js(script).await? {
+                serde_json::Value::Array(v) => Some(
+                    v.into_iter()
+                        .next()
+                        .and_then(|a| a.as_str().map(String::from)),
+                ),
+                _ => None,
+            })
+        },
+    )
+    .await;
+    b.explain(found).await
 }
 
 /// Whether no element matches `css` at all (displayed or not), now.

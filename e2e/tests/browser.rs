@@ -182,9 +182,7 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     alice.wait_text("[data-testid=approvers]", "bob").await?;
     ensure!(
         !alice
-            .wait_for("[data-testid=approvers]")
-            .await?
-            .text()
+            .text_of("[data-testid=approvers]")
             .await?
             .contains("alice"),
         "the requester is never offered as an approver"
@@ -196,9 +194,10 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         )
         .await?;
     let session_href = alice
-        .wait_for("[data-testid=session-panel] .panel-actions a[href^='/sessions/']")
-        .await?
-        .attr("href")
+        .displayed_attr(
+            "[data-testid=session-panel] .panel-actions a[href^='/sessions/']",
+            "href",
+        )
         .await?
         .context("the panel links to the session page")?;
     mark_page(&alice).await?;
@@ -207,15 +206,14 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
     // bob signs in on his own browser; the request is in his queue strip.
     bob.goto(&server.at("/")).await?;
     bob.dev_sign_in("bob").await?;
-    let item = bob
-        .wait_text("[data-testid=queue-item]", "shop/web-1")
+    bob.wait_text("[data-testid=queue-item]", "shop/web-1")
         .await?;
-    ensure!(
-        item.text()
-            .await?
-            .contains("orders stuck in the payment worker"),
-        "the queue shows the reason"
-    );
+    // The reason is on the same row (one request waits).
+    bob.wait_text(
+        "[data-testid=queue-item] .qi-reason",
+        "orders stuck in the payment worker",
+    )
+    .await?;
     bob.check_page("06-queue-strip").await?;
     // A background tab says there is work for him.
     let title = bob.client.title().await?;
@@ -513,14 +511,7 @@ async fn flow(server: &WebServer) -> anyhow::Result<()> {
         .await?;
     let chip = "[data-testid=active-sessions] .session-row .glass";
     bob.goto(&server.at("/ops-wall")).await?;
-    if let Err(e) = bob.wait_for(chip).await {
-        // Seen missing now and then on a loaded machine, not yet explained: show what the
-        // wall listed instead.
-        let listed = bob
-            .js("const l = document.querySelector('[data-testid=active-sessions]'); return l ? l.outerHTML : 'no active-sessions list'")
-            .await?;
-        return Err(e.context(format!("the wall's active sessions: {listed}")));
-    }
+    bob.wait_for(chip).await?;
     let share = bob
         .js(&format!(
             "const c = document.querySelector('{chip}'); \
@@ -667,11 +658,10 @@ async fn terminated_by_an_admin(
     wait_terminal_connected(alice).await?;
     type_in_terminal(alice, "echo still-here\n", "still-here").await?;
     let href = alice
-        .wait_for(
+        .displayed_attr(
             "[data-testid=session-panel][data-state=Active] .panel-actions a[href^='/sessions/']:not([href$='/recording'])",
+            "href",
         )
-        .await?
-        .attr("href")
         .await?
         .context("the panel links to the session page")?;
     // The wall shows the session in progress with its time left and its reason.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use breakglass_e2e::browser::{artifacts_dir, Browser, ChromeDriver};
 use breakglass_e2e::flows::{
-    end_session, find_in_player, panel_state, request_access, type_in_terminal,
+    attr_of, end_session, find_in_player, panel_state, request_access, type_in_terminal,
     wait_terminal_connected,
 };
 use breakglass_e2e::server::ApiClient;
@@ -546,12 +546,13 @@ async fn try_this_in_the_browser(url: &str) -> anyhow::Result<()> {
     type_in_terminal(&alice, "echo checked-$((6*7))\n", "checked-42").await?;
     shot(&alice, "demo-5-terminal").await?;
     end_session(&alice).await?;
-    let recording = alice
-        .wait_present("[data-testid=session-panel] .panel-actions a[href$='/recording']")
-        .await?
-        .attr("href")
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("the recording link has no href"))?;
+    let recording = attr_of(
+        &alice,
+        "[data-testid=session-panel] .panel-actions a[href$='/recording']",
+        "href",
+    )
+    .await?
+    .ok_or_else(|| anyhow::anyhow!("the recording link has no href"))?;
 
     let recording = if recording.starts_with("http") {
         recording
