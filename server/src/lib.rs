@@ -68,14 +68,70 @@ pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
         );
     }
     tokio::spawn(sweep::run(ctx.clone()));
+    let head_timeout = ctx.config.limits.request_timeout;
     let router = app(AppState(ctx));
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown_signal())
-    .await?;
+    serve_http(listener, router, head_timeout, shutdown_signal()).await;
     Ok(())
+}
+
+/// Serves `router` on `listener` until `signal`, then lets the open connections finish.
+///
+/// What `axum::serve` does, plus a deadline for each request's head: without a timer, a client
+/// sending its headers a byte at a time holds a connection (and a task) for as long as it
+/// likes, and enough of them take every socket the server may open. The body and the answer
+/// have their own bounds (`http::limits`).
+async fn serve_http<L>(
+    mut listener: L,
+    router: axum::Router,
+    head_timeout: std::time::Duration,
+    signal: impl std::future::Future<Output = ()>,
+) where
+    L: axum::serve::Listener<Addr = std::net::SocketAddr>,
+{
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use tower::ServiceExt as _;
+
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(head_timeout);
+    // WebSockets over HTTP/2 need the CONNECT protocol, as axum::serve enables it.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .enable_connect_protocol();
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(signal);
+    loop {
+        let (io, peer) = tokio::select! {
+            conn = listener.accept() => conn,
+            () = &mut signal => break,
+        };
+        let service =
+            router
+                .clone()
+                .map_request(move |req: axum::http::Request<hyper::body::Incoming>| {
+                    let mut req = req.map(axum::body::Body::new);
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                    req
+                });
+        let conn = builder
+            .serve_connection_with_upgrades(
+                TokioIo::new(io),
+                hyper_util::service::TowerToHyperService::new(service),
+            )
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 /// Every accepted connection with `TCP_NODELAY`: the terminal's echo goes out as small
@@ -119,6 +175,41 @@ async fn shutdown_signal() {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use axum::serve::Listener;
+
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use axum::extract::ConnectInfo;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The address a handler sees is the client's own: the auth layer trusts proxy headers
+    /// only from configured addresses, so the listener must hand the real peer on.
+    #[tokio::test]
+    async fn handlers_see_the_address_the_request_came_from() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = axum::Router::new().route(
+            "/peer",
+            get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
+        );
+        tokio::spawn(super::serve_http(
+            super::no_delay(listener),
+            router,
+            Duration::from_secs(30),
+            std::future::pending(),
+        ));
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let me = tcp.local_addr().unwrap();
+        tcp.write_all(b"GET /peer HTTP/1.1\r\nHost: breakglass\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        tcp.read_to_end(&mut out).await.unwrap();
+        let answer = String::from_utf8_lossy(&out);
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        assert!(answer.ends_with(&me.to_string()), "{answer}");
+    }
 
     #[tokio::test]
     async fn accepted_connections_do_not_wait_for_acks() {

@@ -1,5 +1,5 @@
-//! `[limits]`: one user's live-update streams are bounded, a body that trickles in is cut off
-//! at the request timeout with nothing written, and a read that hangs on a dependency answers
+//! `[limits]`: one user's live-update streams are bounded, a request head or body that
+//! trickles in is cut off at the request timeout with nothing written, and a read that hangs on a dependency answers
 //! at the timeout instead of holding the connection.
 #![allow(clippy::unwrap_used)]
 
@@ -107,4 +107,79 @@ async fn a_read_that_hangs_on_a_cluster_answers_at_the_timeout() {
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{:?}", r.body);
     assert_eq!(r.body["code"], "unavailable");
     held.abort();
+}
+
+/// The real binary, with the timeout from its config file: a client that sends its request
+/// head and never finishes it loses the connection at the timeout, instead of holding it (and
+/// a socket of the server's) as long as it likes.
+#[tokio::test]
+async fn a_request_head_that_trickles_in_is_cut_off_at_the_timeout() {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::{Command, Stdio};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("breakglass.toml");
+    std::fs::write(&config, "[limits]\nrequest_timeout_seconds = 1\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_breakglass-server"))
+        .arg("--dev")
+        .arg("--no-clusters")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Read to the end: a closed pipe would fail the server's next line of output.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(a) = line.strip_prefix("break-glass is listening: open http://") {
+                let _ = tx.send(a.trim_end_matches('/').to_string());
+            }
+        }
+    });
+    let url = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the server says where it listens");
+
+    let mut slow = tokio::net::TcpStream::connect(&url).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: breakglass\r\n")
+        .await
+        .unwrap();
+    // One header line more, well inside the timeout: trickling does not extend the deadline.
+    slow.write_all(b"X-Slow: 1\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    let closed = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        slow.read_to_end(&mut answer),
+    )
+    .await;
+    // A whole request on a new connection is still answered.
+    let mut whole = tokio::net::TcpStream::connect(&url).await.unwrap();
+    whole
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: breakglass\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut ok = Vec::new();
+    whole.read_to_end(&mut ok).await.unwrap();
+    child.kill().unwrap();
+    let _ = child.wait();
+
+    assert!(
+        closed.is_ok(),
+        "the server still held the unfinished request after 20 s"
+    );
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(!answer.contains("200 OK"), "{answer}");
+    assert!(
+        String::from_utf8_lossy(&ok).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&ok)
+    );
 }

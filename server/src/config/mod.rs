@@ -154,7 +154,7 @@ pub struct FileConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsFileConfig {
-    /// Seconds a request body may take to arrive, and a read (GET) may take to answer
+    /// Seconds a request's head or body may take to arrive, and a read (GET) may take to answer
     /// (default 30; 1 to 600).
     pub request_timeout_seconds: Option<u64>,
     /// Live-update streams (`GET /events`, one per open tab) one user may hold open on one
