@@ -14,6 +14,9 @@
 //! at its own URL: a request made on one shows up live in the approver's queue on the other,
 //! and the approval made there turns the requester's panel.
 //!
+//! `pages_left_behind_hold_no_stream` visits pages by address, more often than the browser has
+//! connections to one site, and checks that only the current page holds a live stream.
+//!
 //! Screenshots of every page go to `$BREAKGLASS_ARTIFACTS` (default `target/screenshots`).
 
 use std::time::Duration;
@@ -115,6 +118,70 @@ async fn two_replicas_one_queue_in_the_browser() -> anyhow::Result<()> {
         );
     }
     result
+}
+
+/// The server's count of open live-update streams (its `/metrics`).
+async fn open_streams(server: &WebServer) -> anyhow::Result<u64> {
+    let text = reqwest::get(server.at("/metrics")).await?.text().await?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("breakglass_sse_streams_open "))
+        .context("/metrics has breakglass_sse_streams_open")?
+        .trim()
+        .parse()
+        .context("the stream count is a number")
+}
+
+/// Waits until the server counts `n` open live-update streams.
+async fn wait_open_streams(server: &WebServer, n: u64) -> anyhow::Result<()> {
+    let last = std::cell::Cell::new(None);
+    let last = &last;
+    let waited = breakglass_e2e::wait_until(
+        &format!("the server to count {n} open live-update stream(s)"),
+        breakglass_e2e::browser::UI_WAIT,
+        || async move {
+            let found = open_streams(server).await?;
+            last.set(Some(found));
+            Ok((found == n).then_some(()))
+        },
+    )
+    .await;
+    waited.with_context(|| format!("last count: {:?}", last.get()))
+}
+
+/// Pages left by address stay in the browser's back/forward cache, and a cached page's stream
+/// would stay open with it: after a few such visits the browser's six connections to the site
+/// are all streams nobody reads, and the current page's requests wait. The app closes its
+/// stream when its page is hidden, and opens it again when the page comes back.
+#[tokio::test(flavor = "multi_thread")]
+async fn pages_left_behind_hold_no_stream() -> anyhow::Result<()> {
+    let dist = frontend_dist()?;
+    let server = WebServer::start(&dist, &["--no-clusters"]).await?;
+    let driver = ChromeDriver::start().await?;
+    let bob = Browser::open(&driver, "bob", false).await?;
+    bob.goto(&server.at("/")).await?;
+    bob.dev_sign_in("bob").await?;
+    bob.wait_for(".live-dot.live-on").await?;
+    // More visits than the browser has connections to one site.
+    for path in [
+        "/env/prod",
+        "/ops-wall",
+        "/",
+        "/env/prod",
+        "/ops-wall",
+        "/",
+        "/ops-wall",
+    ] {
+        bob.goto(&server.at(path)).await?;
+        bob.wait_for(".live-dot.live-on").await?;
+        wait_open_streams(&server, 1).await?;
+    }
+    // Back: the page comes out of the cache live again, its lists fetched afresh.
+    bob.client.back().await?;
+    bob.wait_for("[data-testid=queue-strip]").await?;
+    bob.wait_for(".live-dot.live-on").await?;
+    wait_open_streams(&server, 1).await?;
+    bob.close().await?;
+    Ok(())
 }
 
 async fn flow(server: &WebServer) -> anyhow::Result<()> {

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use breakglass_shared::Session;
+use leptos::ev;
 use leptos::prelude::*;
 use uuid::Uuid;
 
@@ -191,6 +192,27 @@ pub fn provide_live(user: Signal<Option<String>>) -> Live {
         } else {
             live.status.set(StreamStatus::Off);
         }
+    });
+
+    // A page the browser keeps for Back and Forward keeps its stream open too, and a browser
+    // gives one site six connections over HTTP/1.1: a few visits by address would leave the
+    // current page's requests queued behind streams nobody reads (measured: a fetch waited
+    // 20 s after five). So the stream closes when the page is hidden, and opens again (its
+    // `Open` reloads the lists) if the page is shown from that cache.
+    let hidden = window_event_listener(ev::pagehide, move |_| {
+        generation.update_value(|g| *g += 1);
+        stream.set_value(None);
+        live.status.set(StreamStatus::Connecting);
+    });
+    let shown = window_event_listener(ev::pageshow, move |e: web_sys::PageTransitionEvent| {
+        if e.persisted() && user.get_untracked().is_some() {
+            generation.update_value(|g| *g += 1);
+            open(live, stream, generation, 0);
+        }
+    });
+    on_cleanup(move || {
+        hidden.remove();
+        shown.remove();
     });
     live
 }
