@@ -303,79 +303,54 @@ impl Browser {
         self.explain(found).await
     }
 
-    /// The `attr` attribute (`None`: the text) of the first displayed element matching `css`,
-    /// read in the same step that finds it: a live re-render between finding and reading
-    /// replaces the element, and the read is tried again on the new one.
-    async fn read_displayed(
-        &self,
-        css: &str,
-        attr: Option<&str>,
-    ) -> anyhow::Result<Option<String>> {
-        let what = format!("{}: `{css}` to be read", self.name);
+    /// Runs `act` on the first displayed element matching `css`, in the same step that finds
+    /// it: a live update may re-render the page between finding an element and using it, and
+    /// an act that finds its element gone is tried again on the new one, within the wait.
+    async fn on_displayed<T, F, Fut>(&self, doing: &str, css: &str, act: F) -> anyhow::Result<T>
+    where
+        F: Fn(Element) -> Fut,
+        Fut: std::future::Future<Output = Result<T, fantoccini::error::CmdError>>,
+    {
+        let what = format!("{}: `{css}` to {doing}", self.name);
         let client = &self.client;
-        let read = wait_until(&what, UI_WAIT, || async move {
+        let act = &act;
+        let done = wait_until(&what, UI_WAIT, || async move {
             for el in client.find_all(Locator::Css(css)).await? {
                 if el.is_displayed().await.unwrap_or(false) {
-                    let value = match attr {
-                        Some(a) => el.attr(a).await?,
-                        None => Some(el.text().await?),
-                    };
-                    return Ok(Some(value));
+                    return Ok(Some(act(el).await?));
                 }
             }
             Ok(None)
         })
         .await;
-        self.explain(read).await
+        self.explain(done).await
     }
 
-    /// The rendered text of the first displayed element matching `css` (see
-    /// [`Browser::read_displayed`] for why it is read where it is found).
+    /// The rendered text of the first displayed element matching `css`.
     pub async fn text_of(&self, css: &str) -> anyhow::Result<String> {
-        Ok(self.read_displayed(css, None).await?.unwrap_or_default())
+        self.on_displayed("be read", css, |el| async move { el.text().await })
+            .await
     }
 
     /// The `attr` attribute of the first displayed element matching `css`.
     pub async fn displayed_attr(&self, css: &str, attr: &str) -> anyhow::Result<Option<String>> {
-        self.read_displayed(css, Some(attr)).await
+        self.on_displayed("be read", css, |el| async move { el.attr(attr).await })
+            .await
     }
 
-    /// Clicks the element matching `css` once it is displayed. The page may re-render between
-    /// finding the element and clicking it (a live update replaces the row): a click that finds
-    /// its element gone is tried again on the new one, within the same wait.
+    /// Clicks the element matching `css` once it is displayed.
     pub async fn click(&self, css: &str) -> anyhow::Result<()> {
-        let what = format!("{}: `{css}` to take a click", self.name);
-        let client = &self.client;
-        let clicked = wait_until(&what, UI_WAIT, || async move {
-            for el in client.find_all(Locator::Css(css)).await? {
-                if el.is_displayed().await.unwrap_or(false) {
-                    el.click().await?;
-                    return Ok(Some(()));
-                }
-            }
-            Ok(None)
-        })
-        .await;
-        self.explain(clicked).await
+        self.on_displayed("take a click", css, |el| async move { el.click().await })
+            .await
     }
 
-    /// Replaces the value of the field matching `css` by typing `text` (tried again on a
-    /// re-rendered field, like [`Browser::click`]).
+    /// Replaces the value of the field matching `css` by typing `text`.
     pub async fn fill(&self, css: &str, text: &str) -> anyhow::Result<()> {
-        let what = format!("{}: `{css}` to take {text:?}", self.name);
-        let client = &self.client;
-        let filled = wait_until(&what, UI_WAIT, || async move {
-            for el in client.find_all(Locator::Css(css)).await? {
-                if el.is_displayed().await.unwrap_or(false) {
-                    el.clear().await?;
-                    el.send_keys(text).await?;
-                    return Ok(Some(()));
-                }
-            }
-            Ok(None)
+        self.on_displayed(&format!("take {text:?}"), css, |el| async move {
+            el.clear().await?;
+            el.send_keys(text).await
         })
-        .await;
-        self.explain(filled).await
+        .await
     }
 
     /// `result`, or its error with what the page showed and logged: a timed-out wait alone
@@ -402,7 +377,13 @@ impl Browser {
             Ok(other) => other.to_string(),
             Err(e) => format!("(no text: {e})"),
         };
-        let console = match self.client.issue_cmd(ConsoleLog).await {
+        // chromedriver's log of the browser console (`goog:loggingPrefs` asks it to keep the
+        // entries); each read returns what came since the last.
+        let log = ChromeCommand {
+            path: "se/log",
+            body: json!({ "type": "browser" }),
+        };
+        let console = match self.client.issue_cmd(log).await {
             Ok(Value::Array(entries)) => entries
                 .iter()
                 .filter(|e| e["level"] != "INFO" && e["level"] != "DEBUG")
@@ -460,27 +441,30 @@ impl Browser {
     }
 }
 
-/// chromedriver's log endpoint for the browser console (`goog:loggingPrefs` asks it to keep
-/// the entries); each read returns what came since the last.
+/// A command of chromedriver's own, beyond WebDriver: `POST session/{id}/{path}` with `body`
+/// (fantoccini's custom-command trait speaks these types).
 #[derive(Debug)]
-struct ConsoleLog;
+pub(crate) struct ChromeCommand {
+    /// After the session's URL, e.g. `goog/cdp/execute`.
+    pub path: &'static str,
+    /// The JSON body.
+    pub body: Value,
+}
 
-impl WebDriverCompatibleCommand for ConsoleLog {
+impl WebDriverCompatibleCommand for ChromeCommand {
     fn endpoint(
         &self,
         base_url: &url::Url,
         session_id: Option<&str>,
     ) -> Result<url::Url, url::ParseError> {
         base_url.join(&format!(
-            "session/{}/se/log",
-            session_id.unwrap_or_default()
+            "session/{}/{}",
+            session_id.unwrap_or_default(),
+            self.path
         ))
     }
 
     fn method_and_body(&self, _request_url: &url::Url) -> (http::Method, Option<String>) {
-        (
-            http::Method::POST,
-            Some(json!({ "type": "browser" }).to_string()),
-        )
+        (http::Method::POST, Some(self.body.to_string()))
     }
 }

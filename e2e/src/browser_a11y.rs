@@ -7,10 +7,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Context as _};
-use fantoccini::wd::WebDriverCompatibleCommand;
 use serde_json::{json, Value};
 
-use crate::browser::Browser;
+use crate::browser::{Browser, ChromeCommand};
 
 /// The axe-core version `scripts/axe.sh` installs.
 pub const AXE_VERSION: &str = "4.14.1";
@@ -59,31 +58,6 @@ axe.run(document, {
 })) }), e => done({ error: String(e) }));
 "#;
 
-/// chromedriver's CDP passthrough (`goog/cdp/execute`), for what WebDriver has no command for.
-#[derive(Debug)]
-struct Cdp {
-    cmd: &'static str,
-    params: Value,
-}
-
-impl WebDriverCompatibleCommand for Cdp {
-    fn endpoint(
-        &self,
-        base_url: &url::Url,
-        session_id: Option<&str>,
-    ) -> Result<url::Url, url::ParseError> {
-        base_url.join(&format!(
-            "session/{}/goog/cdp/execute",
-            session_id.unwrap_or_default()
-        ))
-    }
-
-    fn method_and_body(&self, _request_url: &url::Url) -> (http::Method, Option<String>) {
-        let body = json!({ "cmd": self.cmd, "params": self.params });
-        (http::Method::POST, Some(body.to_string()))
-    }
-}
-
 /// The page states README.md's UI section shows (as `docs/images/ui-<name>.png`).
 pub const DOC_STATES: [&str; 8] = [
     "04-form-errors",
@@ -100,11 +74,15 @@ impl Browser {
     /// Makes the page see `prefers-color-scheme: scheme` (`None`: the browser's own again).
     pub async fn emulate_scheme(&self, scheme: Option<&str>) -> anyhow::Result<()> {
         self.client
-            .issue_cmd(Cdp {
-                cmd: "Emulation.setEmulatedMedia",
-                params: json!({ "features": [
-                    { "name": "prefers-color-scheme", "value": scheme.unwrap_or_default() }
-                ] }),
+            .issue_cmd(ChromeCommand {
+                // chromedriver's CDP passthrough, for what WebDriver has no command for.
+                path: "goog/cdp/execute",
+                body: json!({
+                    "cmd": "Emulation.setEmulatedMedia",
+                    "params": { "features": [
+                        { "name": "prefers-color-scheme", "value": scheme.unwrap_or_default() }
+                    ] },
+                }),
             })
             .await
             .with_context(|| format!("{}: emulating the colour scheme {scheme:?}", self.name))?;
