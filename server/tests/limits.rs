@@ -152,7 +152,7 @@ async fn a_request_head_that_trickles_in_is_cut_off_at_the_timeout() {
     slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: breakglass\r\n")
         .await
         .unwrap();
-    // One header line more, well inside the timeout: trickling does not extend the deadline.
+    // A second header line, and then nothing: the head never ends.
     slow.write_all(b"X-Slow: 1\r\n").await.unwrap();
     let mut answer = Vec::new();
     let closed = tokio::time::timeout(
