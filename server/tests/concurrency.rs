@@ -178,3 +178,68 @@ async fn leases_have_one_holder_expire_and_release() {
         );
     }
 }
+
+/// Renewing many leases at once (the recording keeper's pass): only the holder's are renewed,
+/// each until the new time, and one held elsewhere, released, or never taken is reported
+/// missing and never taken; on both databases, across more names than one statement holds.
+#[tokio::test]
+async fn many_leases_renew_in_one_pass_and_name_the_lost_ones() {
+    use breakglass_server::store::LEASE_BATCH;
+    for s in common::servers().await {
+        let store = &s.ctx.store;
+        let b = s.backend;
+        let names: Vec<String> = (0..LEASE_BATCH + 5)
+            .map(|i| format!("recording:{i}"))
+            .collect();
+        for n in &names {
+            assert!(store.try_lease(n, "a", 1_000, 500).await.unwrap(), "{b}");
+        }
+        // One taken over by b after it expired, one released, one never taken.
+        assert!(store.try_lease(&names[3], "b", 2_000, 500).await.unwrap());
+        store.release_lease(&names[7], "a").await.unwrap();
+        let mut asked = names.clone();
+        asked.push("recording:never".into());
+
+        let mut renewed = store.renew_leases(&asked, "a", 9_000).await.unwrap();
+        renewed.sort();
+        let mut want: Vec<String> = names
+            .iter()
+            .filter(|n| *n != &names[3] && *n != &names[7])
+            .cloned()
+            .collect();
+        want.sort();
+        assert_eq!(renewed, want, "{b}");
+
+        // Renewed until 9,000: b cannot take one at 8,000, but can after 9,000.
+        let last = names.last().unwrap();
+        assert!(
+            !store.try_lease(last, "b", 8_000, 500).await.unwrap(),
+            "{b}"
+        );
+        assert!(store.try_lease(last, "b", 9_001, 500).await.unwrap(), "{b}");
+        // b still holds the one it took; the released and unknown ones were not created.
+        assert!(
+            !store.try_lease(&names[3], "a", 2_100, 100).await.unwrap(),
+            "{b}"
+        );
+        assert!(
+            store.try_lease(&names[7], "c", 1_100, 100).await.unwrap(),
+            "{b}: free"
+        );
+        assert!(
+            store
+                .try_lease("recording:never", "c", 1_100, 100)
+                .await
+                .unwrap(),
+            "{b}: free"
+        );
+        assert!(
+            store
+                .renew_leases(&[], "a", 9_000)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{b}"
+        );
+    }
+}

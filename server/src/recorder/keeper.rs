@@ -15,6 +15,8 @@ use breakglass_shared::{Session, SessionState};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::watch;
 
+use uuid::Uuid;
+
 use super::Recorder;
 use crate::ports::Terminals;
 
@@ -75,25 +77,42 @@ impl Recorder {
             .collect()
     }
 
-    /// One pass: every live writer's lease renewed (a lost one abandons the writer).
+    /// One pass: every live writer's lease renewed, all in one statement (one write per
+    /// writer was an idle server's largest cost at a thousand open terminals: BENCHMARKS.md);
+    /// a lost one abandons its writer.
     async fn keep_all(self: &Arc<Self>) {
-        for (id, writer) in self.live().await {
+        let open: Vec<_> = self
+            .live()
+            .await
+            .into_iter()
+            .filter(|(_, w)| !w.is_closed())
+            .collect();
+        if open.is_empty() {
+            return;
+        }
+        let ids: Vec<Uuid> = open.iter().map(|(id, _)| *id).collect();
+        let lost = match self.renew(&ids).await {
+            Ok(lost) => lost,
+            // The database is unreachable: keep recording; the lease says who writes.
+            Err(e) => {
+                tracing::warn!(writers = ids.len(), error = %e, "recording leases not renewed");
+                return;
+            }
+        };
+        for id in lost {
+            // One finished meanwhile gave its lease up itself: nothing was lost.
+            let Some((_, writer)) = open.iter().find(|(w, _)| *w == id) else {
+                continue;
+            };
             if writer.is_closed() {
                 continue;
             }
-            match self.claim(id).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    // This replica was cut off longer than the lease: another one continues
-                    // the recording, and this one must not write a byte more.
-                    tracing::error!(%id, "another replica took this session's recording; this one stops writing it");
-                    writer.abandon("another server replica continues this recording");
-                    self.writers.lock().await.remove(&id);
-                    self.lost(id).await;
-                }
-                // The database is unreachable: keep recording; the lease says who writes.
-                Err(e) => tracing::warn!(%id, error = %e, "recording lease not renewed"),
-            }
+            // This replica was cut off longer than the lease: another one continues the
+            // recording, and this one must not write a byte more.
+            tracing::error!(%id, "another replica took this session's recording; this one stops writing it");
+            writer.abandon("another server replica continues this recording");
+            self.writers.lock().await.remove(&id);
+            self.lost(id).await;
         }
     }
 

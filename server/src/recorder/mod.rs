@@ -21,7 +21,7 @@ mod anchor;
 mod finals;
 mod keeper;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,8 +71,40 @@ pub struct Recorder {
     /// This process's lease holder name.
     holder: String,
     writers: Mutex<HashMap<Uuid, CastWriter>>,
+    /// Sessions whose writer is being made here, one lock each: making a writer (its lease,
+    /// the store check, the first segment stored, or a stored recording read back) waits on
+    /// the database and the store, and holding `writers` through that made every activation
+    /// and terminal of the replica wait for each other's (BENCHMARKS.md, "Activation").
+    making: std::sync::Mutex<HashMap<Uuid, Arc<Mutex<()>>>>,
     /// Ended sessions whose final cast the sweep found stored (it need not look again).
     finals: std::sync::Mutex<std::collections::HashSet<Uuid>>,
+}
+
+/// The making of one session's writer, held ([`Recorder::making`]); the last holder removes
+/// the session's lock.
+struct Making<'r> {
+    recorder: &'r Recorder,
+    id: Uuid,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Making<'_> {
+    fn drop(&mut self) {
+        let mut making = self
+            .recorder
+            .making
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        // Released first, so the count below is the map's and the waiters' (under the map's
+        // lock, so no new waiter takes it meanwhile).
+        self.held = None;
+        if making
+            .get(&self.id)
+            .is_some_and(|l| Arc::strong_count(l) == 1)
+        {
+            making.remove(&self.id);
+        }
+    }
 }
 
 /// Name of the lease of a session's recording.
@@ -122,6 +154,7 @@ impl Recorder {
             anchors: parts.anchors,
             holder: Uuid::now_v7().to_string(),
             writers: Mutex::new(HashMap::new()),
+            making: std::sync::Mutex::default(),
             finals: std::sync::Mutex::default(),
         });
         keeper::spawn(
@@ -158,6 +191,27 @@ impl Recorder {
             .map_err(|e| RecordingError::Lease(e.to_string()))
     }
 
+    /// Renews this replica's leases on the recordings of `ids` in one statement per
+    /// [`crate::store::LEASE_BATCH`]; returns the ids whose lease another replica holds now
+    /// (or nobody: released, or its row gone).
+    async fn renew(&self, ids: &[Uuid]) -> Result<Vec<Uuid>, RecordingError> {
+        let ttl = i64::try_from(self.lease_ttl().as_millis()).unwrap_or(i64::MAX);
+        let names: Vec<String> = ids.iter().map(|id| lease_name(*id)).collect();
+        let renewed: HashSet<String> = self
+            .db
+            .renew_leases(&names, &self.holder, now_ms().saturating_add(ttl))
+            .await
+            .map_err(|e| RecordingError::Lease(e.to_string()))?
+            .into_iter()
+            .collect();
+        Ok(ids
+            .iter()
+            .zip(&names)
+            .filter(|(_, name)| !renewed.contains(*name))
+            .map(|(id, _)| *id)
+            .collect())
+    }
+
     async fn release(&self, id: Uuid) {
         if let Err(e) = self.db.release_lease(&lease_name(id), &self.holder).await {
             tracing::debug!(%id, error = %e, "recording lease not released; it expires");
@@ -178,6 +232,10 @@ impl Recorder {
         if let Some(w) = self.writers.lock().await.get(&s.id) {
             return Ok(w.clone());
         }
+        let _making = self.making(s.id).await;
+        if let Some(w) = self.writers.lock().await.get(&s.id) {
+            return Ok(w.clone());
+        }
         if !self.claim(s.id).await? {
             if let Err(e) = self.db.ask_handover(s.id).await {
                 tracing::warn!(id = %s.id, error = %e, "cannot ask for the recording's writer; waiting for its lease");
@@ -185,11 +243,6 @@ impl Recorder {
             if !self.await_lease(s.id).await? {
                 return Err(self.held_elsewhere());
             }
-        }
-        // Not held across the wait: the keeper renews the other writers' leases meanwhile.
-        let mut writers = self.writers.lock().await;
-        if let Some(w) = writers.get(&s.id) {
-            return Ok(w.clone());
         }
         // The previous writer put its last version on the row before giving the lease up.
         let current = match self.db.get(s.id).await {
@@ -210,8 +263,22 @@ impl Recorder {
             "server restarted"
         };
         let w = self.resume(&current, existing, why).await?;
-        writers.insert(s.id, w.clone());
+        self.writers.lock().await.insert(s.id, w.clone());
         Ok(w)
+    }
+
+    /// Holds the making of the writer of `id` on this replica: one at a time per session,
+    /// any number of sessions at once.
+    async fn making(&self, id: Uuid) -> Making<'_> {
+        let lock = {
+            let mut making = self.making.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(making.entry(id).or_default())
+        };
+        Making {
+            recorder: self,
+            id,
+            held: Some(lock.lock_owned().await),
+        }
     }
 
     /// Waits (up to the lease's lifetime) until this replica holds the lease of `id`; false
@@ -478,8 +545,8 @@ impl Recordings for Recorder {
     /// anything is created in the cluster. A session whose row already names a recording
     /// (activation re-driven after a restart) continues that recording.
     async fn start(&self, s: &Session) -> Result<Recording, RecordingError> {
-        let mut writers = self.writers.lock().await;
-        if writers.contains_key(&s.id) {
+        let _making = self.making(s.id).await;
+        if self.writers.lock().await.contains_key(&s.id) {
             return Ok(Recording::Here);
         }
         if !self.claim(s.id).await? {
@@ -496,7 +563,7 @@ impl Recordings for Recorder {
         } else {
             self.start_new(s).await?
         };
-        writers.insert(s.id, writer);
+        self.writers.lock().await.insert(s.id, writer);
         Ok(Recording::Here)
     }
 

@@ -152,6 +152,16 @@ pub trait Store: Send + Sync + 'static {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<bool, StoreError>;
+    /// Renews, in one statement per [`LEASE_BATCH`] names, every lease of `names` that
+    /// `holder` holds, until `until_ms`; returns the names renewed. A name left out was taken
+    /// by another holder or released: whatever it guarded must stop here. Unlike
+    /// [`Store::try_lease`] it never takes a lease, so it is only for renewing.
+    async fn renew_leases(
+        &self,
+        names: &[String],
+        holder: &str,
+        until_ms: i64,
+    ) -> Result<Vec<String>, StoreError>;
     /// Gives lease `name` up if `holder` holds it (so another holder need not wait for it to
     /// expire).
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
@@ -202,6 +212,10 @@ pub trait Store: Send + Sync + 'static {
     /// audit trail of sessions names users, not logins); how many.
     async fn prune_logins(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
 }
+
+/// Most leases one renewal statement names: well under SQLite's bound on bound parameters
+/// (32,766) and PostgreSQL's (65,535), and a statement small enough to plan quickly.
+pub const LEASE_BATCH: usize = 1_000;
 
 /// Opens the store named by `url`, creating the SQLite file (and its directory) on first run,
 /// and applies pending migrations.
@@ -430,6 +444,29 @@ macro_rules! sql_store {
                 .execute(&self.pool)
                 .await?;
                 Ok(done.rows_affected() == 1)
+            }
+
+            async fn renew_leases(
+                &self,
+                names: &[String],
+                holder: &str,
+                until_ms: i64,
+            ) -> Result<Vec<String>, StoreError> {
+                let mut renewed = Vec::with_capacity(names.len());
+                for batch in names.chunks(crate::store::LEASE_BATCH) {
+                    let mut q = QueryBuilder::<$db>::new("UPDATE breakglass_leases SET expires_at_ms = ");
+                    q.push_bind(until_ms).push(" WHERE holder = ").push_bind(holder);
+                    q.push(" AND name IN (");
+                    let mut list = q.separated(", ");
+                    for name in batch {
+                        list.push_bind(name.as_str());
+                    }
+                    q.push(") RETURNING name");
+                    for row in q.build().fetch_all(&self.pool).await? {
+                        renewed.push(row.try_get::<String, _>("name")?);
+                    }
+                }
+                Ok(renewed)
             }
 
             async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
