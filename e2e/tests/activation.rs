@@ -340,6 +340,48 @@ async fn a_pod_deleted_mid_session_ends_it_as_pod_gone() {
     rig.assert_clean().await;
 }
 
+/// Several sessions in one namespace: the sweep reads the namespace's pods once (a list)
+/// rather than each session's pod, and still ends exactly the sessions whose pod went.
+#[tokio::test]
+async fn pods_deleted_among_many_in_one_namespace_end_only_their_sessions() {
+    let rig = Rig::new("bg-podsgone", "ground", &[]).await;
+    let pods = ["keep-a", "gone-b", "keep-c", "gone-d"];
+    for pod in pods {
+        rig.bare_pod(pod).await;
+    }
+    let server = rig.start(&[]).await;
+    let alice = server.login("alice").await.unwrap();
+    let mut ids = Vec::new();
+    for pod in pods {
+        let id = alice
+            .create(rig.request("ground", pod, "live"))
+            .await
+            .unwrap();
+        alice.wait_state(&id, &["Active"], ACTIVE).await.unwrap();
+        ids.push(id);
+    }
+    for pod in ["gone-b", "gone-d"] {
+        rig.admin_pods()
+            .await
+            .delete(pod, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    for i in [1, 3] {
+        let d = alice.wait_state(&ids[i], &["Ended"], ACTIVE).await.unwrap();
+        assert_eq!(d["session"]["end_reason"]["kind"], "PodGone", "{}", pods[i]);
+    }
+    // The pass that ended the second one judged the other two as well.
+    for i in [0, 2] {
+        let d = alice.session(&ids[i]).await.unwrap();
+        assert_eq!(
+            d["session"]["state"], "Active",
+            "{}: {}",
+            pods[i], d["session"]
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_unreachable_cluster_fails_clearly_with_no_half_state() {
     let dir = tempfile::tempdir().unwrap();

@@ -162,6 +162,18 @@ pub trait ClusterOps: Send + Sync + 'static {
     /// Whether the debugged pod (or the copy) has disappeared.
     async fn pod_gone(&self, session: &Session) -> Result<bool, ClusterError>;
 
+    /// [`ClusterOps::pod_gone`] for each of `sessions`, answers in their order. The sweep asks
+    /// it of every active session each pass; the driver reads a namespace's pods once where
+    /// several sessions share it, so a pass costs what the namespaces in use cost, not what
+    /// the sessions do. This default asks one at a time.
+    async fn pods_gone(&self, sessions: &[Session]) -> Vec<Result<bool, ClusterError>> {
+        let mut gone = Vec::with_capacity(sessions.len());
+        for s in sessions {
+            gone.push(self.pod_gone(s).await);
+        }
+        gone
+    }
+
     /// Removes break-glass objects in `environment` whose session is not in `live`; returns how
     /// many objects were removed.
     async fn reconcile(

@@ -156,28 +156,50 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
             report.ttl_ended += 1;
         }
     }
-    for s in in_state(ctx, SessionState::Active).await? {
-        let Some(c) = ctx.lifecycle.cluster_for(&s.environment) else {
+    // Every session that may own cluster objects now or soon, read once for the rest of the
+    // pass (reading them for each step was most of what the pass cost with many sessions
+    // open). Read before the cluster is listed: the driver skips objects too young to judge,
+    // so a session created meanwhile is never mistaken for an orphan.
+    let mut live = Vec::new();
+    for state in SessionState::ALL.into_iter().filter(|s| !s.is_final()) {
+        live.extend(in_state(ctx, state).await?);
+    }
+    report.pod_gone = end_pod_gone(ctx, &live).await;
+    report.driven = drive_stuck(ctx, &live).await;
+    report.anchored = anchor_ended(ctx, now).await?;
+    // Recordings whose end could not store the final cast: built from their segments.
+    ctx.recorder.rebuild_finals(now).await;
+    let live: HashSet<_> = live.iter().map(|s| s.id).collect();
+    report.orphans_removed = reconcile(ctx, &live).await;
+    prune_logins(ctx, now).await;
+    Ok(report)
+}
+
+/// Ends the active sessions whose pod is gone, asking each cluster once for all of its
+/// sessions (so the pass reads a namespace's pods once, not every session's pod).
+async fn end_pod_gone(ctx: &Arc<Context>, live: &[Session]) -> usize {
+    let mut by_env: std::collections::BTreeMap<&str, Vec<Session>> = Default::default();
+    for s in live.iter().filter(|s| s.state == SessionState::Active) {
+        by_env.entry(&s.environment).or_default().push(s.clone());
+    }
+    let mut ended = 0;
+    for (env, sessions) in by_env {
+        let Some(c) = ctx.lifecycle.cluster_for(env) else {
             continue;
         };
-        {
-            match c.pod_gone(&s).await {
+        let answers = c.pods_gone(&sessions).await;
+        for (s, gone) in sessions.iter().zip(answers) {
+            match gone {
                 Ok(true) => {
-                    let ended = ctx
-                        .lifecycle
-                        .apply_event(
-                            s.id,
-                            SessionEvent::SystemEnd {
-                                reason: EndReason::PodGone,
-                            },
-                        )
-                        .await;
-                    if ended.is_ok() {
+                    let end = SessionEvent::SystemEnd {
+                        reason: EndReason::PodGone,
+                    };
+                    if ctx.lifecycle.apply_event(s.id, end).await.is_ok() {
                         ctx.metrics
                             .sweep_actions
                             .with_label_values(&["end_pod_gone"])
                             .inc();
-                        report.pod_gone += 1;
+                        ended += 1;
                     }
                 }
                 Ok(false) => {}
@@ -185,13 +207,7 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
             }
         }
     }
-    report.driven = drive_stuck(ctx).await?;
-    report.anchored = anchor_ended(ctx, now).await?;
-    // Recordings whose end could not store the final cast: built from their segments.
-    ctx.recorder.rebuild_finals(now).await;
-    report.orphans_removed = reconcile(ctx).await?;
-    prune_logins(ctx, now).await;
-    Ok(report)
+    ended
 }
 
 /// How long an expired login's record is kept (it is refused from its expiry on; the record
@@ -213,14 +229,14 @@ const DRIVE_WAIT: Duration = Duration::from_secs(5);
 
 /// Stuck work: activation or cleanup interrupted (crash, unreachable cluster), driven off the
 /// pass's own loop, a bounded number at once; returns how many moved on within [`DRIVE_WAIT`].
-async fn drive_stuck(ctx: &Arc<Context>) -> Result<usize, Error> {
+async fn drive_stuck(ctx: &Arc<Context>, live: &[Session]) -> usize {
     let mut drives = tokio::task::JoinSet::new();
     'states: for state in [
         SessionState::Approved,
         SessionState::Activating,
         SessionState::Ending,
     ] {
-        for s in in_state(ctx, state).await? {
+        for s in live.iter().filter(|s| s.state == state) {
             // A request left `Approved` where no cluster serves it is failed by the drive (with
             // `--no-clusters` it waits); cleanup of an `Ending` one needs no cluster.
             let owed = match state {
@@ -268,27 +284,20 @@ async fn drive_stuck(ctx: &Arc<Context>) -> Result<usize, Error> {
             }
         }
     }
-    Ok(driven)
+    driven
 }
 
-/// Removes cluster objects of sessions that are no longer live (crash leftovers).
-async fn reconcile(ctx: &Arc<Context>) -> Result<usize, Error> {
+/// Removes cluster objects of sessions not in `live` (crash leftovers).
+async fn reconcile(ctx: &Arc<Context>, live: &HashSet<uuid::Uuid>) -> usize {
     if !ctx.lifecycle.has_cluster() {
-        return Ok(0);
-    }
-    // Every session that may own cluster objects now or soon. Read before the cluster is
-    // listed; the driver skips objects too young to judge, so a session created meanwhile is
-    // never mistaken for an orphan.
-    let mut live = HashSet::new();
-    for state in SessionState::ALL.into_iter().filter(|s| !s.is_final()) {
-        live.extend(in_state(ctx, state).await?.iter().map(|s| s.id));
+        return 0;
     }
     let mut removed = 0;
     for env in &ctx.config.environments {
         let Some(c) = ctx.lifecycle.cluster_for(&env.name) else {
             continue;
         };
-        match c.reconcile(&env.name, &live).await {
+        match c.reconcile(&env.name, live).await {
             Ok(n) => {
                 if n > 0 {
                     ctx.metrics
@@ -301,7 +310,7 @@ async fn reconcile(ctx: &Arc<Context>) -> Result<usize, Error> {
             Err(e) => tracing::warn!(env = %env.name, error = %e, "orphan reconciliation failed"),
         }
     }
-    Ok(removed)
+    removed
 }
 
 /// Runs the sweep forever at the configured interval, only while this replica holds the

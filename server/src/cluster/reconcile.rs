@@ -24,8 +24,10 @@ impl Clusters {
         let client = self.client(env).await?;
         let all_rbs: Api<RoleBinding> = Api::all(client.clone());
         let lp = ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
+        // Metadata only (names, labels, age): the sweep lists every grant each pass, one per
+        // open session.
         let grants = all_rbs
-            .list(&lp)
+            .list_metadata(&lp)
             .await
             .map_err(|e| ClusterError::from_kube(env, "list grants", e))?;
         let mut removed = 0;
