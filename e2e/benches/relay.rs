@@ -51,6 +51,16 @@ struct Bench {
 #[tokio::main]
 async fn main() {
     let b = prepare().await;
+    if bench::part("relay") {
+        relay_figures(&b).await;
+    }
+    if bench::part("idle") {
+        idle_figures(&b).await;
+    }
+}
+
+/// `relay-keystroke`, `relay-bulk` and `recording-bulk`.
+async fn relay_figures(b: &Bench) {
     let mut direct = term::attach(&b.pods, "direct", "app").await.unwrap();
 
     // The relay with the local store: keystrokes and bulk output against direct attach.
@@ -114,8 +124,6 @@ async fn main() {
     drop(relayed);
     drop(remote);
     drop(s3);
-
-    idle_figures(&b).await;
 }
 
 /// The config, the guardrails, a namespace with the pods every part needs.

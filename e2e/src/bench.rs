@@ -19,6 +19,16 @@ pub fn short() -> bool {
     std::env::var("BENCH_SHORT").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
+/// Whether the part `name` of a bench target runs: all do unless `BENCH_ONLY` lists some
+/// (comma-separated, e.g. `BENCH_ONLY=idle`), to re-measure one figure after a change without
+/// the rest of its target. `scripts/bench.sh` never sets it, so its table is always whole.
+pub fn part(name: &str) -> bool {
+    match std::env::var("BENCH_ONLY") {
+        Ok(only) if !only.trim().is_empty() => only.split(',').any(|p| p.trim() == name),
+        _ => true,
+    }
+}
+
 /// `full` normally, `short` in the short mode: the sizes a figure is measured at.
 pub fn sizes<T: Clone>(full: &[T], short_sizes: &[T]) -> Vec<T> {
     if short() {
