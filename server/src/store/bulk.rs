@@ -72,7 +72,7 @@ macro_rules! bulk_insert {
                     }
                 }
                 tx.commit().await?;
-                Ok(())
+                self.after_import().await
             }
         }
     };
