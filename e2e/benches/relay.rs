@@ -228,6 +228,39 @@ async fn rate(term: &mut impl Term, mb: u64, reps: usize) -> f64 {
     Dist::from_values(rates).p(0.5)
 }
 
+/// The recorder's default flush interval, which the bench's servers keep.
+const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Waits until the terminals just opened are idle: their opening output (each shell's prompt)
+/// stored, so the window measures what open terminals cost and not the first segment of each.
+/// Idle is a quiet interval: no session's stored recording changed for a whole flush interval
+/// and a second (in the first run without this wait, storing those segments was a quarter of
+/// the window's samples: `fsync` and the local store's `publish`).
+async fn settle(alice: &ApiClient, ids: &[String]) {
+    let stored = || {
+        futures::stream::iter(ids)
+            .map(|id| async move {
+                let d = alice.session(id).await.unwrap();
+                d["session"]["recording"].clone()
+            })
+            .buffered(16)
+            .collect::<Vec<_>>()
+    };
+    let mut before = stored().await;
+    for _ in 0..30 {
+        tokio::time::sleep(FLUSH_INTERVAL + Duration::from_secs(1)).await;
+        let now = stored().await;
+        if now == before {
+            return;
+        }
+        before = now;
+    }
+    panic!(
+        "the recordings of {} open terminals never stopped changing",
+        ids.len()
+    );
+}
+
 fn idle_sizes() -> Vec<usize> {
     bench::sizes(&[100, 300, 1000], &[3, 6, 10])
 }
@@ -251,6 +284,7 @@ async fn idle_figures(b: &Bench) {
     let rss0 = idle::rss_kb(pid).unwrap();
 
     let mut open: Vec<term::Ws> = Vec::new();
+    let mut all_ids: Vec<String> = Vec::new();
     for n in idle_sizes() {
         let ids = futures::stream::iter(open.len()..n)
             .map(|i| {
@@ -267,7 +301,7 @@ async fn idle_figures(b: &Bench) {
                 .await
                 .unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
         }
-        let opened: Vec<term::Ws> = futures::stream::iter(ids)
+        let opened: Vec<term::Ws> = futures::stream::iter(ids.clone())
             .map(|id| {
                 let (server, alice) = (&server, &alice);
                 async move { term::open(server, alice, &id).await.unwrap() }
@@ -276,6 +310,8 @@ async fn idle_figures(b: &Bench) {
             .collect()
             .await;
         open.extend(opened);
+        all_ids.extend(ids);
+        settle(&alice, &all_ids).await;
         let last = n == *idle_sizes().last().unwrap();
         let perf = last
             .then(|| idle::profile(pid, &format!("idle-{n}"), window))

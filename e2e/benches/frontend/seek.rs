@@ -208,6 +208,10 @@ pub async fn run(dist: &Path, driver: &ChromeDriver) {
                 .await
                 .unwrap()));
         }
+        // Each seek in order, so a slow one shows where it fell (the first after the load, or
+        // a far jump).
+        let each: Vec<String> = seeks.iter().map(|v| format!("{v:.1}")).collect();
+        println!("  {m}-minute cast, each seek (ms): {}", each.join(", "));
         let (seeks, replays) = (Dist::from_values(seeks), Dist::from_values(replays));
         let size = format!("cast={m}min/{}MB", cast.output_bytes >> 20);
         for (stat, q) in [("p50", 0.5), ("max", 1.0)] {
