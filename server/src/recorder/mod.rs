@@ -94,7 +94,7 @@ impl Drop for Making<'_> {
             .recorder
             .making
             .lock()
-            .unwrap_or_else(|p| p.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Released first, so the count below is the map's and the waiters' (under the map's
         // lock, so no new waiter takes it meanwhile).
         self.held = None;
@@ -271,7 +271,10 @@ impl Recorder {
     /// any number of sessions at once.
     async fn making(&self, id: Uuid) -> Making<'_> {
         let lock = {
-            let mut making = self.making.lock().unwrap_or_else(|p| p.into_inner());
+            let mut making = self
+                .making
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             Arc::clone(making.entry(id).or_default())
         };
         Making {
