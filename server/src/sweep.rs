@@ -110,8 +110,24 @@ async fn anchor_ended(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<usize, 
     Ok(anchored)
 }
 
-/// One pass at `now`.
+/// One whole pass at `now`, orphan reconciliation included.
 pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<SweepReport, Error> {
+    pass(ctx, now, true).await
+}
+
+/// Passes of [`run`] per orphan reconciliation. Reconciling lists every break-glass grant of
+/// every cluster (one per open session) to find crash leftovers, which are rare and harmless
+/// for a while; every pass, it was the largest part of what an idle server with a thousand
+/// open terminals spent (BENCHMARKS.md, "Relay and recording"). Every sixth pass: half a
+/// minute at the default interval.
+const RECONCILE_EVERY: u64 = 6;
+
+/// One pass at `now`; `reconcile_too` says whether it looks for orphans too.
+async fn pass(
+    ctx: &Arc<Context>,
+    now: OffsetDateTime,
+    reconcile_too: bool,
+) -> Result<SweepReport, Error> {
     let mut report = SweepReport::default();
     let overdue = ListFilter {
         state: Some(SessionState::PendingApproval),
@@ -169,8 +185,10 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
     report.anchored = anchor_ended(ctx, now).await?;
     // Recordings whose end could not store the final cast: built from their segments.
     ctx.recorder.rebuild_finals(now).await;
-    let live: HashSet<_> = live.iter().map(|s| s.id).collect();
-    report.orphans_removed = reconcile(ctx, &live).await;
+    if reconcile_too {
+        let live: HashSet<_> = live.iter().map(|s| s.id).collect();
+        report.orphans_removed = reconcile(ctx, &live).await;
+    }
     prune_logins(ctx, now).await;
     Ok(report)
 }
@@ -321,6 +339,7 @@ pub async fn run(ctx: Arc<Context>) {
     let ttl_ms = i64::try_from(ctx.config.sweep_interval.as_millis() * 3).unwrap_or(i64::MAX);
     let mut tick = tokio::time::interval(ctx.config.sweep_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut passes: u64 = 0;
     loop {
         tick.tick().await;
         let now = OffsetDateTime::now_utc();
@@ -329,6 +348,7 @@ pub async fn run(ctx: Arc<Context>) {
             Ok(true) => ctx.metrics.sweep_leader.set(1),
             Ok(false) => {
                 ctx.metrics.sweep_leader.set(0);
+                passes = 0;
                 continue;
             }
             Err(e) => {
@@ -336,8 +356,11 @@ pub async fn run(ctx: Arc<Context>) {
                 continue;
             }
         }
-        let pass = sweep_once(&ctx, now).instrument(tracing::debug_span!("sweep"));
-        if let Err(e) = pass.await {
+        // The first pass of a new leader reconciles: it may follow a crash.
+        let reconcile_too = passes.is_multiple_of(RECONCILE_EVERY);
+        passes += 1;
+        let one = pass(&ctx, now, reconcile_too).instrument(tracing::debug_span!("sweep"));
+        if let Err(e) = one.await {
             tracing::warn!(error = %e, "sweep pass failed");
         }
     }
