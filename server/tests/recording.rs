@@ -1839,3 +1839,51 @@ async fn a_continued_old_recording_whose_end_failed_is_rebuilt() {
     assert!(cast.starts_with(live.as_bytes()));
     assert!(asciinema_cat(&cast).contains("after the upgrade"));
 }
+
+/// An idle writer stores nothing and needs no timer; the first bytes after a quiet spell are
+/// stored within an interval, and a finish while idle is not held back.
+#[tokio::test]
+async fn an_idle_writer_waits_for_bytes_and_stores_them_within_an_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn RecordingStore> = Arc::new(LocalStore::new(dir.path()));
+    let key = recording_key(Uuid::now_v7());
+    let versions = Versions::default();
+    let config = fast_config();
+    let w = CastWriter::start(store.clone(), &key, info(), config.clone(), versions.sink())
+        .await
+        .unwrap();
+    w.output(b"first\r\n").unwrap();
+    wait_for("the first output stored", 10, || versions.all().len() >= 2).await;
+    // Quiet for many intervals: nothing new to store, so nothing is stored.
+    let quiet = versions.all().len();
+    tokio::time::sleep(config.flush_interval * 6).await;
+    assert_eq!(
+        versions.all().len(),
+        quiet,
+        "an idle writer stored something"
+    );
+
+    // The first bytes after the quiet spell wake it.
+    w.output(b"after the pause\r\n").unwrap();
+    wait_for("the output after the pause stored", 10, || {
+        versions.all().len() > quiet
+    })
+    .await;
+    let cast = read_chain(store.as_ref(), &key, None).await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&cast).contains("after the pause"),
+        "{}",
+        String::from_utf8_lossy(&cast)
+    );
+    // Idle again, then finished: the end is stored at once, not after an interval.
+    let quiet = versions.all().len();
+    tokio::time::sleep(config.flush_interval * 3).await;
+    assert_eq!(versions.all().len(), quiet);
+    let last = tokio::time::timeout(Duration::from_secs(10), w.finish("UserEnded"))
+        .await
+        .expect("finishing an idle writer hung")
+        .unwrap();
+    let cast = store.get(&key, None).await.unwrap();
+    assert_eq!(cast.len() as u64, last.bytes);
+    assert!(String::from_utf8_lossy(&cast).contains("ended: UserEnded"));
+}

@@ -41,6 +41,8 @@ pub(super) struct Hot {
     pub(super) handing_over: bool,
     /// The flusher was woken because a segment's worth is pending.
     pub(super) size_woken: bool,
+    /// The flusher sleeps with no timer (nothing to store): the next append wakes it.
+    pub(super) parked: bool,
     /// `total` when this writer started: the rate counts this run's bytes.
     pub(super) run_start: u64,
     /// When this writer started, on tokio's clock (the one its waits sleep on).
@@ -68,6 +70,7 @@ impl Hot {
             abandoned: None,
             handing_over: false,
             size_woken: false,
+            parked: false,
             run_start: total,
             run_clock: tokio::time::Instant::now(),
         }
@@ -137,6 +140,10 @@ impl Shared {
             return Err(self.fail(hot, reason));
         }
         hot.total += added;
+        if hot.parked && added > 0 {
+            hot.parked = false;
+            self.wake.notify_one();
+        }
         if !hot.size_woken && hot.pending.len() >= self.config.segment_bytes {
             // A segment's worth: store it now rather than at the next interval.
             hot.size_woken = true;

@@ -89,9 +89,19 @@ impl Flusher {
         let interval = self.shared.config.flush_interval;
         let mut next = Instant::now() + interval;
         loop {
+            let parked = self.park();
             tokio::select! {
-                () = tokio::time::sleep_until(next) => {}
+                () = tokio::time::sleep_until(next), if !parked => {}
                 () = self.shared.wake.notified() => {}
+            }
+            if parked {
+                // Woken from a quiet spell: what woke it is stored within an interval from
+                // now, unless it has to go at once (a finish, an abandon, a failure, a
+                // segment's worth).
+                next = Instant::now() + interval;
+                if !self.urgent() {
+                    continue;
+                }
             }
             let abandoned = self.shared.lock().abandoned.clone();
             if let Some(reason) = abandoned {
@@ -118,6 +128,30 @@ impl Flusher {
                 Err(_) => Instant::now() + self.backoff(),
             };
         }
+    }
+
+    /// With nothing unstored and nothing pending, marks the flusher parked and returns true:
+    /// it then waits for the next append instead of waking every interval to find nothing
+    /// (a thousand idle terminals were a thousand timers: BENCHMARKS.md, "Relay and
+    /// recording").
+    fn park(&self) -> bool {
+        if !self.unstored.is_empty() || self.attempts > 0 {
+            return false;
+        }
+        let mut hot = self.shared.lock();
+        let quiet = hot.pending.is_empty()
+            && !hot.finishing
+            && hot.abandoned.is_none()
+            && hot.failed.is_none();
+        hot.parked = quiet;
+        quiet
+    }
+
+    /// Whether the writer wants its bytes handled now rather than at the next interval.
+    fn urgent(&self) -> bool {
+        let mut hot = self.shared.lock();
+        hot.parked = false;
+        hot.finishing || hot.abandoned.is_some() || hot.failed.is_some() || hot.size_woken
     }
 
     /// Moves the pending bytes behind the unstored ones; returns whether the cast is closed.
