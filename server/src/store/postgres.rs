@@ -20,12 +20,14 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// After a bulk import: the planner's statistics of both tables brought up to date now,
-    /// as PostgreSQL's documentation asks after a bulk load. Until autovacuum gets to it, the
-    /// planner guesses the sizes of tables it has no statistics of, and the list queries of
-    /// 100,000 freshly imported sessions took 74 ms at p99 instead of a few (BENCHMARKS.md).
+    /// After a bulk import: both tables vacuumed and their planner statistics brought up to
+    /// date now, as PostgreSQL's documentation asks after a bulk load, rather than whenever
+    /// autovacuum gets to them. Without statistics the planner guesses the tables' sizes (the
+    /// list queries of 100,000 freshly imported sessions took 74 ms at p99 instead of a few),
+    /// and without the vacuum the first reads of each imported page write its hint bits
+    /// (BENCHMARKS.md). `VACUUM` cannot run in a transaction: a plain statement of its own.
     async fn after_import(&self) -> Result<(), StoreError> {
-        sqlx::query("ANALYZE breakglass_sessions, breakglass_events")
+        sqlx::raw_sql("VACUUM (ANALYZE) breakglass_sessions, breakglass_events")
             .execute(&self.pool)
             .await?;
         Ok(())
