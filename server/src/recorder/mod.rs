@@ -20,6 +20,7 @@
 mod anchor;
 mod finals;
 mod keeper;
+mod making;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -78,33 +79,6 @@ pub struct Recorder {
     making: std::sync::Mutex<HashMap<Uuid, Arc<Mutex<()>>>>,
     /// Ended sessions whose final cast the sweep found stored (it need not look again).
     finals: std::sync::Mutex<std::collections::HashSet<Uuid>>,
-}
-
-/// The making of one session's writer, held ([`Recorder::making`]); the last holder removes
-/// the session's lock.
-struct Making<'r> {
-    recorder: &'r Recorder,
-    id: Uuid,
-    held: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl Drop for Making<'_> {
-    fn drop(&mut self) {
-        let mut making = self
-            .recorder
-            .making
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Released first, so the count below is the map's and the waiters' (under the map's
-        // lock, so no new waiter takes it meanwhile).
-        self.held = None;
-        if making
-            .get(&self.id)
-            .is_some_and(|l| Arc::strong_count(l) == 1)
-        {
-            making.remove(&self.id);
-        }
-    }
 }
 
 /// Name of the lease of a session's recording.
@@ -265,23 +239,6 @@ impl Recorder {
         let w = self.resume(&current, existing, why).await?;
         self.writers.lock().await.insert(s.id, w.clone());
         Ok(w)
-    }
-
-    /// Holds the making of the writer of `id` on this replica: one at a time per session,
-    /// any number of sessions at once.
-    async fn making(&self, id: Uuid) -> Making<'_> {
-        let lock = {
-            let mut making = self
-                .making
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            Arc::clone(making.entry(id).or_default())
-        };
-        Making {
-            recorder: self,
-            id,
-            held: Some(lock.lock_owned().await),
-        }
     }
 
     /// Waits (up to the lease's lifetime) until this replica holds the lease of `id`; false

@@ -14,12 +14,14 @@ use tokio::sync::broadcast;
 use uuid::Uuid;
 
 mod bulk;
+mod leases;
 mod logins;
 mod notice;
 mod postgres;
 mod row;
 mod sqlite;
 
+pub use leases::LEASE_BATCH;
 pub use logins::{Login, LoginSelector, LoginSource};
 pub use notice::{Notice, CHANNEL};
 pub use postgres::PostgresStore;
@@ -213,10 +215,6 @@ pub trait Store: Send + Sync + 'static {
     async fn prune_logins(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
 }
 
-/// Most leases one renewal statement names: well under SQLite's bound on bound parameters
-/// (32,766) and PostgreSQL's (65,535), and a statement small enough to plan quickly.
-pub const LEASE_BATCH: usize = 1_000;
-
 /// Opens the store named by `url`, creating the SQLite file (and its directory) on first run,
 /// and applies pending migrations.
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
@@ -286,6 +284,7 @@ macro_rules! sql_store {
         }
 
         crate::store::bulk::bulk_insert!($store, $db);
+        crate::store::leases::lease_sql!($store, $db);
 
         #[async_trait]
         impl Store for $store {
@@ -430,52 +429,15 @@ macro_rules! sql_store {
                 now_ms: i64,
                 ttl_ms: i64,
             ) -> Result<bool, StoreError> {
-                let done = sqlx::query(
-                    "INSERT INTO breakglass_leases (name, holder, expires_at_ms) VALUES ($1, $2, $3) \
-                     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
-                     expires_at_ms = excluded.expires_at_ms \
-                     WHERE breakglass_leases.holder = excluded.holder \
-                     OR breakglass_leases.expires_at_ms < $4",
-                )
-                .bind(name)
-                .bind(holder)
-                .bind(now_ms.saturating_add(ttl_ms))
-                .bind(now_ms)
-                .execute(&self.pool)
-                .await?;
-                Ok(done.rows_affected() == 1)
+                self.take_lease(name, holder, now_ms, ttl_ms).await
             }
 
-            async fn renew_leases(
-                &self,
-                names: &[String],
-                holder: &str,
-                until_ms: i64,
-            ) -> Result<Vec<String>, StoreError> {
-                let mut renewed = Vec::with_capacity(names.len());
-                for batch in names.chunks(crate::store::LEASE_BATCH) {
-                    let mut q = QueryBuilder::<$db>::new("UPDATE breakglass_leases SET expires_at_ms = ");
-                    q.push_bind(until_ms).push(" WHERE holder = ").push_bind(holder);
-                    q.push(" AND name IN (");
-                    let mut list = q.separated(", ");
-                    for name in batch {
-                        list.push_bind(name.as_str());
-                    }
-                    q.push(") RETURNING name");
-                    for row in q.build().fetch_all(&self.pool).await? {
-                        renewed.push(row.try_get::<String, _>("name")?);
-                    }
-                }
-                Ok(renewed)
+            async fn renew_leases(&self, names: &[String], holder: &str, until_ms: i64) -> Result<Vec<String>, StoreError> {
+                self.renew_held(names, holder, until_ms).await
             }
 
             async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
-                sqlx::query("DELETE FROM breakglass_leases WHERE name = $1 AND holder = $2")
-                    .bind(name)
-                    .bind(holder)
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
+                self.give_up_lease(name, holder).await
             }
 
             async fn join(&self) -> Result<tokio::sync::broadcast::Receiver<crate::store::Notice>, StoreError> {
