@@ -166,7 +166,7 @@ pub trait ClusterOps: Send + Sync + 'static {
     /// it of every active session each pass; the driver reads a namespace's pods once where
     /// several sessions share it, so a pass costs what the namespaces in use cost, not what
     /// the sessions do. This default asks one at a time.
-    async fn pods_gone(&self, sessions: &[Session]) -> Vec<Result<bool, ClusterError>> {
+    async fn pods_gone(&self, sessions: &[&Session]) -> Vec<Result<bool, ClusterError>> {
         let mut gone = Vec::with_capacity(sessions.len());
         for s in sessions {
             gone.push(self.pod_gone(s).await);

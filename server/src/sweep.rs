@@ -196,9 +196,9 @@ async fn pass(
 /// Ends the active sessions whose pod is gone, asking each cluster once for all of its
 /// sessions (so the pass reads a namespace's pods once, not every session's pod).
 async fn end_pod_gone(ctx: &Arc<Context>, live: &[Session]) -> usize {
-    let mut by_env: std::collections::BTreeMap<&str, Vec<Session>> = Default::default();
+    let mut by_env: std::collections::BTreeMap<&str, Vec<&Session>> = Default::default();
     for s in live.iter().filter(|s| s.state == SessionState::Active) {
-        by_env.entry(&s.environment).or_default().push(s.clone());
+        by_env.entry(&s.environment).or_default().push(s);
     }
     let mut ended = 0;
     for (env, sessions) in by_env {

@@ -40,8 +40,8 @@ use objects::*;
 pub const ATTACH_OUTPUT_BUFFER: usize = 64 * 1024;
 
 /// Sessions in one namespace from which the sweep lists the namespace's pods (metadata only)
-/// instead of reading each session's pod: one list of a page of names costs about what two
-/// reads do.
+/// instead of reading each session's pod. Below it the reads are at most two requests, and a
+/// list of a large namespace would carry every other pod's metadata for one or two sessions.
 const LIST_FROM: usize = 3;
 
 /// Pods per page of that list.
@@ -257,7 +257,7 @@ impl ClusterOps for Clusters {
         self.pod_present(session).await.map(|p| !p)
     }
 
-    async fn pods_gone(&self, sessions: &[Session]) -> Vec<Result<bool, ClusterError>> {
+    async fn pods_gone(&self, sessions: &[&Session]) -> Vec<Result<bool, ClusterError>> {
         let mut by_namespace: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
         for (i, s) in sessions.iter().enumerate() {
             by_namespace
@@ -269,7 +269,7 @@ impl ClusterOps for Clusters {
         for ((env, namespace), at) in by_namespace {
             if at.len() < LIST_FROM {
                 for i in at {
-                    gone[i] = self.pod_gone(&sessions[i]).await;
+                    gone[i] = self.pod_gone(sessions[i]).await;
                 }
                 continue;
             }
@@ -278,7 +278,7 @@ impl ClusterOps for Clusters {
                 .await;
             for i in at {
                 gone[i] = match &present {
-                    Ok(names) => Ok(!names.contains(&debug_pod_name(&sessions[i]))),
+                    Ok(names) => Ok(!names.contains(&debug_pod_name(sessions[i]))),
                     Err(e) => Err(e.clone()),
                 };
             }

@@ -78,7 +78,7 @@ pub struct Recorder {
     /// and terminal of the replica wait for each other's (BENCHMARKS.md, "Activation").
     making: std::sync::Mutex<HashMap<Uuid, Arc<Mutex<()>>>>,
     /// Ended sessions whose final cast the sweep found stored (it need not look again).
-    finals: std::sync::Mutex<std::collections::HashSet<Uuid>>,
+    finals: std::sync::Mutex<HashSet<Uuid>>,
 }
 
 /// Name of the lease of a session's recording.
