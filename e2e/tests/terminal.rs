@@ -1105,6 +1105,25 @@ async fn terminate_closes_the_terminal_with_the_reason() {
     verified(&alice, &id).await;
 }
 
+/// The shell in the debug container exits: the API server ends the attach with the process's
+/// status, and the relay closes the terminal saying so, with what was typed before recorded.
+#[tokio::test]
+async fn a_shell_that_exits_closes_the_terminal_and_keeps_what_it_showed() {
+    let (server, alice, id, _dir, _ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo bye-$((9*9))\r", "bye-81").await;
+    ws.send(Message::Binary(Frame::Data(b"exit\r").encode().into()))
+        .await
+        .unwrap();
+    let (code, reason) = closed_with(&mut ws).await;
+    assert_eq!(code, close::RELAY_ERROR, "{reason}\n{}", server.log_text());
+    assert!(reason.contains("terminal closed"), "{reason}");
+    end_and_wait(&alice, &id).await;
+    let (_, events) = recording_of(&alice, &id).await;
+    assert!(output_of(&events).contains("bye-81"));
+    verified(&alice, &id).await;
+}
+
 /// Bytes of the newest stored version named on the session row.
 async fn recorded_bytes(who: &ApiClient, id: &str) -> u64 {
     let d = who.session(id).await.unwrap();

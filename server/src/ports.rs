@@ -183,7 +183,23 @@ pub trait ClusterOps: Send + Sync + 'static {
     ) -> Result<usize, ClusterError>;
 
     /// Attaches (stdin + tty) to the session's debug container with fresh credentials.
-    async fn attach(&self, session: &Session) -> Result<kube::api::AttachedProcess, ClusterError>;
+    async fn attach(&self, session: &Session) -> Result<Box<dyn AttachedTerminal>, ClusterError>;
+}
+
+/// The relay's end of a debug container's terminal (`pods/attach` with a TTY). One is held per
+/// open terminal, so what it keeps while idle is multiplied by every open terminal.
+#[async_trait]
+pub trait AttachedTerminal: Send {
+    /// The next output of the terminal (what its TTY wrote, stdout and stderr together), as
+    /// the cluster sent it; `None` once it is closed: the process exited, the container or pod
+    /// went away, or the connection broke. Cancel-safe: dropping the future loses nothing.
+    async fn output(&mut self) -> Option<bytes::Bytes>;
+
+    /// Types `data` into the terminal.
+    async fn input(&mut self, data: &[u8]) -> Result<(), ClusterError>;
+
+    /// Sets the terminal's size.
+    async fn resize(&mut self, cols: u16, rows: u16) -> Result<(), ClusterError>;
 }
 
 /// Why a recording could not be started or continued: "no recording, no session".

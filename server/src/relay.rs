@@ -10,7 +10,6 @@ use breakglass_shared::access::{Action, Refusal};
 use breakglass_shared::terminal::{close, Frame, Status, MAX_FRAME, TAG_DATA};
 use breakglass_shared::{PermissionSet, SessionState};
 use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
 use crate::connections::{CloseReason, Connections};
@@ -49,17 +48,15 @@ fn close_frame(code: u16, reason: &str) -> Message {
     }))
 }
 
-/// Bytes an idle terminal's next read may take: an echo or a prompt. Small, because a thousand
-/// idle terminals each wait on one (BENCHMARKS.md, "Relay and recording").
-const IDLE_READ: usize = 4 * 1024;
-/// Bytes a busy terminal's next read may take: the largest data frame.
-const BUSY_READ: usize = MAX_FRAME - 1;
-
-/// An empty data frame (its tag only) with room for `payload` bytes of output.
-fn data_frame(payload: usize) -> Vec<u8> {
-    let mut frame = Vec::with_capacity(1 + payload);
-    frame.push(TAG_DATA);
-    frame
+/// The data frames carrying `output` to the browser: as few as the frame limit allows, each
+/// the [`TAG_DATA`] tag and a piece of the output.
+fn data_frames(output: &[u8]) -> impl Iterator<Item = (&[u8], Vec<u8>)> {
+    output.chunks(MAX_FRAME - 1).map(|piece| {
+        let mut frame = Vec::with_capacity(1 + piece.len());
+        frame.push(TAG_DATA);
+        frame.extend_from_slice(piece);
+        (piece, frame)
+    })
 }
 
 async fn close_with(mut ws: WebSocket, code: u16, reason: impl Into<String>) {
@@ -116,10 +113,6 @@ impl Relay {
         };
         // `_served` lives until this function returns: a handover waits for it.
         let (mut closed_by_server, _served) = self.connections.take_over(id).await;
-        let (Some(mut stdin), Some(mut stdout)) = (attached.stdin(), attached.stdout()) else {
-            return close_with(ws, close::RELAY_ERROR, "the attach has no terminal streams").await;
-        };
-        let mut resize = attached.terminal_size();
         let (mut sink, mut stream) = ws.split();
         let status = Frame::Status(Status {
             state: SessionState::Active,
@@ -127,25 +120,22 @@ impl Relay {
         });
         let _ = sink.send(Message::Binary(status.encode().into())).await;
 
-        let mut frame = data_frame(IDLE_READ);
-        let reason: CloseReason = loop {
+        let reason: CloseReason = 'relay: loop {
             tokio::select! {
-                // Pod → browser, read straight into the frame sent. Awaiting the send is the
-                // back-pressure: a slow browser slows the reads from the pod, and memory stays
-                // at one frame.
-                n = stdout.read_buf(&mut frame) => {
-                    if !matches!(n, Ok(n) if n > 0) {
+                // Pod → browser, each piece recorded before it is sent. Awaiting the send is
+                // the back-pressure: a slow browser slows the reads from the pod, and memory
+                // stays at what the cluster sent at once.
+                out = attached.output() => {
+                    let Some(out) = out else {
                         break CloseReason { code: close::RELAY_ERROR, reason: "the debug container's terminal closed".into() };
-                    }
-                    // A read that filled the frame means more is waiting: the next one reads a
-                    // whole frame's worth, so bulk output crosses in few large frames.
-                    let busy = frame.len() == frame.capacity();
-                    let out = std::mem::replace(&mut frame, data_frame(if busy { BUSY_READ } else { IDLE_READ }));
-                    if let Err(e) = writer.output(&out[1..]) {
-                        break CloseReason { code: close::SESSION_ENDED, reason: e.to_string() };
-                    }
-                    if sink.send(Message::Binary(out.into())).await.is_err() {
-                        break CloseReason { code: 1001, reason: "browser gone".into() };
+                    };
+                    for (piece, frame) in data_frames(&out) {
+                        if let Err(e) = writer.output(piece) {
+                            break 'relay CloseReason { code: close::SESSION_ENDED, reason: e.to_string() };
+                        }
+                        if sink.send(Message::Binary(frame.into())).await.is_err() {
+                            break 'relay CloseReason { code: 1001, reason: "browser gone".into() };
+                        }
                     }
                     // The recording's bounds (its unstored tail, its rate) slow the pod too.
                     if let Err(e) = writer.ready().await {
@@ -164,14 +154,14 @@ impl Relay {
                             match Frame::decode(&bytes) {
                                 Ok(Frame::Data(d)) => {
                                     let _ = writer.input(d);
-                                    if stdin.write_all(d).await.is_err() {
+                                    if attached.input(d).await.is_err() {
                                         break CloseReason { code: close::RELAY_ERROR, reason: "the debug container stopped taking input".into() };
                                     }
                                 }
                                 Ok(Frame::Resize { cols, rows }) => {
                                     let _ = writer.resize(cols, rows);
-                                    if let Some(r) = resize.as_mut() {
-                                        let _ = r.send(kube::api::TerminalSize { width: cols, height: rows }).await;
+                                    if let Err(e) = attached.resize(cols, rows).await {
+                                        tracing::info!(%id, error = %e, "terminal: resize not passed on");
                                     }
                                 }
                                 Ok(Frame::Heartbeat) => {}
@@ -194,7 +184,8 @@ impl Relay {
                 }
             }
         };
-        attached.abort();
+        // Dropping the attach closes its connection to the API server.
+        drop(attached);
         let _ = sink.send(close_frame(reason.code, &reason.reason)).await;
         tracing::info!(%id, code = reason.code, reason = %reason.reason, "terminal closed");
     }
@@ -205,11 +196,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn output_frames_are_data_frames_within_the_limit() {
-        let mut frame = data_frame(BUSY_READ);
-        frame.resize(frame.capacity(), b'x');
-        assert!(frame.len() <= MAX_FRAME, "{}", frame.len());
-        assert_eq!(Frame::decode(&frame), Ok(Frame::Data(&frame[1..])));
+    fn output_goes_out_in_data_frames_within_the_limit() {
+        let output: Vec<u8> = (0..2 * MAX_FRAME + 10).map(|i| (i % 251) as u8).collect();
+        let mut pieces = Vec::new();
+        for (piece, frame) in data_frames(&output) {
+            assert!(frame.len() <= MAX_FRAME, "{}", frame.len());
+            assert_eq!(Frame::decode(&frame), Ok(Frame::Data(piece)));
+            pieces.extend_from_slice(piece);
+        }
+        assert_eq!(pieces, output, "every byte, in order, once");
+        assert_eq!(data_frames(&output).count(), 3);
+        assert_eq!(data_frames(b"x").count(), 1);
     }
 
     #[test]

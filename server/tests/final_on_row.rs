@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use breakglass_server::config::Config;
 use breakglass_server::connections::Connections;
 use breakglass_server::lifecycle::{Lifecycle, Ports};
-use breakglass_server::ports::{ClusterError, ClusterOps, ProgressSink};
+use breakglass_server::ports::{AttachedTerminal, ClusterError, ClusterOps, ProgressSink};
 use breakglass_server::recorder::{Recorder, RecorderParts};
 use breakglass_server::recording::segment::{parse_segment_key, read_recording};
 use breakglass_server::recording::RecordingConfig;
@@ -48,7 +48,7 @@ impl ClusterOps for Cluster {
     async fn reconcile(&self, _: &str, _: &HashSet<Uuid>) -> Result<usize, ClusterError> {
         Ok(0)
     }
-    async fn attach(&self, s: &Session) -> Result<kube::api::AttachedProcess, ClusterError> {
+    async fn attach(&self, s: &Session) -> Result<Box<dyn AttachedTerminal>, ClusterError> {
         Err(refused(s))
     }
 }

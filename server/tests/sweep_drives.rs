@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use breakglass_server::config::Config;
-use breakglass_server::ports::{ClusterError, ClusterOps, ProgressSink};
+use breakglass_server::ports::{AttachedTerminal, ClusterError, ClusterOps, ProgressSink};
 use breakglass_server::state::Context;
 use breakglass_shared::{Session, SessionState};
 use tokio::sync::Notify;
@@ -51,7 +51,7 @@ impl ClusterOps for Hanging {
     async fn reconcile(&self, _: &str, _: &HashSet<Uuid>) -> Result<usize, ClusterError> {
         Ok(0)
     }
-    async fn attach(&self, s: &Session) -> Result<kube::api::AttachedProcess, ClusterError> {
+    async fn attach(&self, s: &Session) -> Result<Box<dyn AttachedTerminal>, ClusterError> {
         Err(ClusterError::Config {
             env: s.environment.clone(),
             message: "no terminal in this test".into(),

@@ -94,11 +94,12 @@ pub struct Direct {
 
 /// Attaches to `container` of `pod` as the client `pods` was made with (a TTY, stdin on).
 pub async fn attach(pods: &Api<Pod>, pod: &str, container: &str) -> anyhow::Result<Direct> {
-    // The server's attach parameters, so the baseline differs from the relay only by the
-    // relay.
+    // A TTY with stdin, as the relay's attach. kube-rs's default output pipe (1 KiB) would cut
+    // bulk output into 1 KiB reads; 64 KiB lets the baseline read what arrived in one go, as
+    // the relay reads each message the API server sends whole.
     let ap = AttachParams::interactive_tty()
         .container(container)
-        .max_stdout_buf_size(breakglass_server::cluster::ATTACH_OUTPUT_BUFFER);
+        .max_stdout_buf_size(64 * 1024);
     let mut process = pods.attach(pod, &ap).await?;
     let stdin = process
         .stdin()

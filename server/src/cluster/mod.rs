@@ -21,9 +21,10 @@ use uuid::Uuid;
 use crate::config::{ClusterCredentials, Config};
 use crate::credentials;
 pub use crate::ports::ClusterError;
-use crate::ports::{ClusterOps, ProgressSink};
+use crate::ports::{AttachedTerminal, ClusterOps, ProgressSink};
 
 mod activate;
+mod attach;
 mod cleanup;
 mod error;
 mod health;
@@ -33,11 +34,6 @@ mod reconcile;
 
 use error::{retry, STEP_BUDGET};
 use objects::*;
-
-/// Output kube-rs buffers between the attach's socket and the relay. Its default (1 KiB) cut
-/// bulk output into 1 KiB reads, each a frame to the browser and an append to the recording;
-/// at 64 KiB the relay reads what arrived in one go, up to a whole frame (BENCHMARKS.md).
-pub const ATTACH_OUTPUT_BUFFER: usize = 64 * 1024;
 
 /// Sessions in one namespace from which the sweep lists the namespace's pods (metadata only)
 /// instead of reading each session's pod. Below it the reads are at most two requests, and a
@@ -294,17 +290,18 @@ impl ClusterOps for Clusters {
         Clusters::reconcile(self, environment, live).await
     }
 
-    async fn attach(&self, s: &Session) -> Result<kube::api::AttachedProcess, ClusterError> {
+    async fn attach(&self, s: &Session) -> Result<Box<dyn AttachedTerminal>, ClusterError> {
         let env = s.environment.as_str();
         let client = self.client(env).await?;
-        let pods: Api<Pod> = Api::namespaced(client, &s.namespace);
-        let ap = kube::api::AttachParams::interactive_tty()
-            .container(debug_container_name(s))
-            .max_stdout_buf_size(ATTACH_OUTPUT_BUFFER);
-        let attached = pods
-            .attach(&debug_pod_name(s), &ap)
-            .await
-            .map_err(|e| ClusterError::from_kube(env, "attach to the debug container", e));
-        self.forget_stale(env, attached).await
+        let attached = attach::Attach::open(
+            &client,
+            env,
+            &s.namespace,
+            &debug_pod_name(s),
+            &debug_container_name(s),
+        )
+        .await;
+        let attached = self.forget_stale(env, attached).await?;
+        Ok(Box::new(attached))
     }
 }

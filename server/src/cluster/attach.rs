@@ -1,0 +1,220 @@
+//! The terminal's `pods/attach` connection, opened here rather than with kube-rs's
+//! `Api::attach`, for what an open terminal holds while nobody types.
+//!
+//! kube-rs's `AttachedProcess` wraps the API server's WebSocket in a task of its own with a
+//! pipe each way, and makes that WebSocket with tungstenite's default configuration, whose
+//! frame reader zero-fills a 128 KiB buffer on its first read: with a thousand terminals open,
+//! 128 MB resident for sockets that carry an echo now and then (BENCHMARKS.md, "Relay and
+//! recording"). Here the relay reads the WebSocket itself (no task, no pipes), and its read
+//! buffer starts at [`READ_BUFFER`]; a larger message still arrives whole, tungstenite making
+//! room for it.
+//!
+//! The wire protocol is the API server's channel protocol (`v5.channel.k8s.io`, or
+//! `v4.channel.k8s.io` from an older one): each binary message starts with its channel, 0 for
+//! stdin, 1 and 2 for the TTY's output, 3 for the `Status` that ends the stream, 4 for resizes.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::AttachParams;
+use kube::{Client, Resource};
+use tokio_tungstenite::tungstenite::handshake::client::generate_key;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+use crate::ports::{AttachedTerminal, ClusterError};
+
+/// Bytes the attach's WebSocket reads at a time, and what it holds while idle: an echo or a
+/// prompt fits; bulk output is read in several reads of a TLS record's worth.
+const READ_BUFFER: usize = 4 * 1024;
+
+/// How often an idle attach pings the API server, so proxies and load balancers in front of it
+/// do not close a terminal nobody types in (kube-rs's interval).
+const PING_EVERY: Duration = Duration::from_secs(60);
+
+/// The subprotocols asked for, preferred first; both frame the streams alike.
+const PROTOCOLS: &str = "v5.channel.k8s.io, v4.channel.k8s.io";
+
+const STDIN: u8 = 0;
+const STDOUT: u8 = 1;
+const STDERR: u8 = 2;
+const STATUS: u8 = 3;
+const RESIZE: u8 = 4;
+
+type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// An open attach to a debug container's TTY.
+pub struct Attach {
+    ws: Socket,
+    env: String,
+    /// When the next keep-alive ping is due; pushed back by any traffic.
+    ping_at: tokio::time::Instant,
+}
+
+/// What the action is called in errors.
+const WHAT: &str = "attach to the debug container";
+
+fn unreachable(env: &str, what: &str, e: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Unreachable {
+        env: env.into(),
+        what: what.into(),
+        message: e.to_string(),
+    }
+}
+
+impl Attach {
+    /// Attaches to `container` of `pod` (stdin and TTY, no separate stderr) in `namespace` of
+    /// `env`'s cluster through `client`.
+    pub async fn open(
+        client: &Client,
+        env: &str,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> Result<Attach, ClusterError> {
+        let params = AttachParams::interactive_tty().container(container);
+        let mut req = kube::core::Request::new(Pod::url_path(&(), Some(namespace)))
+            .attach(pod, &params)
+            .map_err(|e| ClusterError::Config {
+                env: env.into(),
+                message: format!("cannot build the attach request: {e}"),
+            })?;
+        let key = generate_key();
+        let headers = req.headers_mut();
+        for (name, value) in [
+            (http::header::CONNECTION, "Upgrade"),
+            (http::header::UPGRADE, "websocket"),
+            (http::header::SEC_WEBSOCKET_VERSION, "13"),
+            (http::header::SEC_WEBSOCKET_PROTOCOL, PROTOCOLS),
+        ] {
+            headers.insert(name, http::HeaderValue::from_static(value));
+        }
+        headers.insert(
+            http::header::SEC_WEBSOCKET_KEY,
+            http::HeaderValue::try_from(key.as_str()).map_err(|e| unreachable(env, WHAT, e))?,
+        );
+        let res = client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .map_err(|e| unreachable(env, WHAT, e))?;
+        if res.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+            return Err(refused(env, res).await);
+        }
+        let accepted = res
+            .headers()
+            .get(http::header::SEC_WEBSOCKET_ACCEPT)
+            .is_some_and(|v| v.as_bytes() == derive_accept_key(key.as_bytes()).as_bytes());
+        let protocol = res
+            .headers()
+            .get(http::header::SEC_WEBSOCKET_PROTOCOL)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !accepted || !PROTOCOLS.split(", ").any(|p| p == protocol) {
+            return Err(unreachable(
+                env,
+                WHAT,
+                "the API server's WebSocket answer does not match the request",
+            ));
+        }
+        let upgraded = hyper::upgrade::on(res)
+            .await
+            .map_err(|e| unreachable(env, WHAT, e))?;
+        let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
+        let ws =
+            WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Client, Some(config))
+                .await;
+        Ok(Attach {
+            ws,
+            env: env.into(),
+            ping_at: tokio::time::Instant::now() + PING_EVERY,
+        })
+    }
+
+    async fn send(&mut self, channel: u8, data: &[u8], what: &str) -> Result<(), ClusterError> {
+        let mut message = Vec::with_capacity(1 + data.len());
+        message.push(channel);
+        message.extend_from_slice(data);
+        self.ping_at = tokio::time::Instant::now() + PING_EVERY;
+        self.ws
+            .send(Message::Binary(message.into()))
+            .await
+            .map_err(|e| unreachable(&self.env, what, e))
+    }
+}
+
+/// The API server's refusal of the upgrade as a [`ClusterError`]: its `Status` when the body is
+/// one (a 403 names the missing permission), else the body's text.
+async fn refused(env: &str, res: http::Response<kube::client::Body>) -> ClusterError {
+    let code = res.status().as_u16();
+    let body = match res.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return unreachable(env, WHAT, e),
+    };
+    let message = match serde_json::from_slice::<kube::core::Status>(&body) {
+        Ok(status) => status.message,
+        Err(_) => String::from_utf8_lossy(&body).trim().to_string(),
+    };
+    ClusterError::Refused {
+        env: env.into(),
+        what: WHAT.into(),
+        code,
+        message,
+    }
+}
+
+#[async_trait]
+impl AttachedTerminal for Attach {
+    async fn output(&mut self) -> Option<Bytes> {
+        loop {
+            let message = tokio::select! {
+                m = self.ws.next() => m,
+                () = tokio::time::sleep_until(self.ping_at) => {
+                    self.ping_at = tokio::time::Instant::now() + PING_EVERY;
+                    if let Err(e) = self.ws.send(Message::Ping(Bytes::new())).await {
+                        tracing::info!(env = %self.env, error = %e, "attach: keep-alive ping failed");
+                        return None;
+                    }
+                    continue;
+                }
+            };
+            self.ping_at = tokio::time::Instant::now() + PING_EVERY;
+            match message {
+                None => return None,
+                Some(Err(e)) => {
+                    tracing::info!(env = %self.env, error = %e, "attach: connection broke");
+                    return None;
+                }
+                Some(Ok(Message::Binary(b))) => match b.first() {
+                    // A message of the channel byte alone opens each stream.
+                    Some(&(STDOUT | STDERR)) if b.len() > 1 => return Some(b.slice(1..)),
+                    Some(&STATUS) => {
+                        let status = String::from_utf8_lossy(&b[1..]);
+                        tracing::info!(env = %self.env, %status, "attach: the terminal's process ended");
+                        return None;
+                    }
+                    _ => {}
+                },
+                Some(Ok(Message::Close(_))) => return None,
+                // Pings are answered by tungstenite; text frames are not part of the protocol.
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
+    async fn input(&mut self, data: &[u8]) -> Result<(), ClusterError> {
+        self.send(STDIN, data, "type into the debug container").await
+    }
+
+    async fn resize(&mut self, cols: u16, rows: u16) -> Result<(), ClusterError> {
+        let size = serde_json::json!({ "Width": cols, "Height": rows }).to_string();
+        self.send(RESIZE, size.as_bytes(), "resize the debug container's terminal")
+            .await
+    }
+}
