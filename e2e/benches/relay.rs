@@ -340,29 +340,6 @@ async fn idle_figures(b: &Bench) {
         });
     }
     drop(open);
-    attach_alone(b, idle_sizes()[0]).await;
-}
-
-/// What one kube-rs attach alone holds, measured in this process: `n` attaches opened to the
-/// idle pods' app containers, this process's RSS before and after. The relay holds one per
-/// terminal, so this is the part of `idle-rss` the server's own code does not choose.
-async fn attach_alone(b: &Bench, n: usize) {
-    let me = std::process::id();
-    let before = idle::rss_kb(me).unwrap();
-    let mut held = Vec::new();
-    for i in 0..n {
-        let pod = format!("idle-{}", i / SESSIONS_PER_POD);
-        let mut t = term::attach(&b.pods, &pod, "app").await.unwrap();
-        term::settle(&mut t).await;
-        held.push(t);
-    }
-    let per = (idle::rss_kb(me).unwrap() - before) / n as f64;
-    bench::report(
-        &Figure::new("idle-rss", "each", "KB", 0.0, per)
-            .size(format!("attaches={n}"))
-            .baseline_is("one kube-rs attach alone, in the benchmark's process"),
-    );
-    drop(held);
 }
 
 /// A versitygw for the run (`scripts/s3.sh`), its bucket made as an operator makes it; stopped

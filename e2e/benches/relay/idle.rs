@@ -58,7 +58,10 @@ pub fn profile(pid: u32, name: &str, window: Duration) -> Option<std::process::C
     std::fs::create_dir_all(&dir).ok()?;
     let out = std::path::Path::new(&dir).join(format!("{name}.perf.data"));
     std::process::Command::new("perf")
-        .args(["record", "-F", "999", "-g", "-p", &pid.to_string(), "-o"])
+        // DWARF call graphs: the release build keeps no frame pointers, so `-g` would give
+        // each sample's function but not who called it.
+        .args(["record", "-F", "999", "--call-graph", "dwarf,32768"])
+        .args(["-p", &pid.to_string(), "-o"])
         .arg(out)
         .args(["--", "sleep", &window.as_secs().to_string()])
         .stdout(std::process::Stdio::null())
