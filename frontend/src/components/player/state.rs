@@ -284,8 +284,12 @@ impl PlayerState {
             applied: 0,
             last_frame: None,
         };
-        // Gone already (the page was left while loading): reading the timeline would panic.
-        if self.deck.try_set_value(Some(deck)).is_some() {
+        // Gone already (the page was left while loading, or while priming): reading the
+        // timeline would panic, and nothing else would free the terminal.
+        if let Some(unset) = self.deck.try_set_value(Some(deck)) {
+            if let Some(d) = unset {
+                d.term.dispose();
+            }
             return;
         }
         let t0 = start.map_or(0.0, |raw| {
