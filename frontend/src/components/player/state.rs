@@ -92,9 +92,10 @@ async fn parsed(term: &xterm::Terminal) {
 /// (58-81 ms on an idle machine, up to 260 ms on a loaded one, against a median of about
 /// 15 ms), nearly all of it xterm parsing while the browser still ran its parser unoptimised;
 /// a throwaway terminal fed output beforehand helped as well, and waiting did not
-/// (BENCHMARKS.md, "Player and first page"). That cost moves here, into the load. The seek played is the one to the end (the last keyframe and the output after it,
-/// like any seek); the screen is hidden meanwhile and left as a new terminal of the
-/// recording's first size.
+/// (BENCHMARKS.md, "Player and first page"). That cost moves here, into the load. The seek
+/// played is the longest there is (a keyframe and a whole interval of output after it), so
+/// the parser sees as much as any seek gives it; the screen is hidden meanwhile and left as a
+/// new terminal of the recording's first size.
 pub async fn prime(term: &xterm::Terminal, index: &CastIndex, screen: &web_sys::HtmlElement) {
     // A User Timing entry, `breakglass-player-prime`, says in the browser what this costs.
     let perf = web_sys::window().and_then(|w| w.performance());
@@ -103,7 +104,7 @@ pub async fn prime(term: &xterm::Terminal, index: &CastIndex, screen: &web_sys::
     }
     let style = screen.style();
     let _ = style.set_property("visibility", "hidden");
-    apply(term, index.seek_ops(index.events().len()));
+    apply(term, index.seek_ops(index.longest_seek()));
     parsed(term).await;
     // xterm renders in the first frame (it asked for it while parsing); the second gives the
     // browser's optimising compiler, which works beside the page, a moment more.
