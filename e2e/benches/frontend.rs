@@ -12,12 +12,18 @@ mod seek;
 #[path = "frontend/weight.rs"]
 mod weight;
 
+use breakglass_e2e::bench;
 use breakglass_e2e::browser::{frontend_dist, ChromeDriver};
 
 #[tokio::main]
 async fn main() {
     let dist = frontend_dist().unwrap();
     let driver = ChromeDriver::start().await.unwrap();
-    weight::run(&dist, &driver).await;
-    seek::run(&dist, &driver).await;
+    // `BENCH_ONLY=weight` or `BENCH_ONLY=seek`: one of the two.
+    if bench::part("weight") {
+        weight::run(&dist, &driver).await;
+    }
+    if bench::part("seek") {
+        seek::run(&dist, &driver).await;
+    }
 }

@@ -6,15 +6,12 @@ use breakglass_shared::api::{EnvironmentInfo, LogoutResponse, WhoAmI, OIDC_LOGIN
 use breakglass_shared::{PermissionSet, Session};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use leptos_router::components::{Route, Router, Routes, A};
-use leptos_router::hooks::use_location;
-use leptos_router::path;
 
 use crate::api::{self, links};
 use crate::components::common::{dynv, ErrorNotice, Loading};
 use crate::fetch::fetch;
 use crate::live::{provide_live, use_live, StreamStatus};
-use crate::pages;
+use crate::router::{provide_router, use_location, Routes, A};
 
 /// Product name shown in the header (keep `<title>` in index.html in step).
 pub const PRODUCT_NAME: &str = "Break-glass";
@@ -100,9 +97,9 @@ pub fn set_waiting_count(n: usize) {
 /// The app: asks the server who we are, then shows the shell.
 #[component]
 pub fn App() -> impl IntoView {
+    provide_router();
     let whoami = fetch(api::whoami);
     view! {
-        <Router>
             {dynv(move || match whoami.get() {
                 None => view! {
                     <header class="topbar"><Brand/></header>
@@ -119,14 +116,13 @@ pub fn App() -> impl IntoView {
                     .into_any(),
                 Some(Ok(me)) => view! { <Shell me=me/> }.into_any(),
             })}
-        </Router>
     }
 }
 
 #[component]
 fn Brand() -> impl IntoView {
     view! {
-        <A href=links::home() attr:class="brand">
+        <A href=links::home() class="brand">
             <svg class="brand-mark" viewBox="0 0 16 16" width="18" height="18" aria-hidden="true">
                 <rect x="1.5" y="1.5" width="13" height="13" rx="2" fill="none" stroke="currentColor" stroke-width="1.5"/>
                 <path d="M5 2 7.5 7 5.5 9.5 9 14M7.5 7 14 6M5.5 9.5 2 11" fill="none" stroke="currentColor" stroke-width="1.2"/>
@@ -162,7 +158,7 @@ fn Shell(
     provide_live(user.into());
     let dev_mode = move || auth.me.with(|m| m.dev_mode);
     let location = use_location();
-    let on_wall = move || location.pathname.get() == links::ops_wall();
+    let on_wall = move || location.pathname() == links::ops_wall();
 
     view! {
         <a class="skip-link" href="#main">"Skip to content"</a>
@@ -192,15 +188,7 @@ fn AppRoutes() -> impl IntoView {
     crate::components::actions::PendingConfirms::provide();
     crate::components::queue_strip::count_waiting_for_me();
     view! {
-        <Routes fallback=|| view! { <pages::NotFound/> }>
-            <Route path=path!("/") view=pages::Home/>
-            <Route path=path!("/ops-wall") view=pages::OpsWall/>
-            <Route path=path!("/env/:env") view=pages::EnvironmentPage/>
-            <Route path=path!("/env/:env/ns/:ns") view=pages::EnvironmentPage/>
-            <Route path=path!("/env/:env/ns/:ns/pod/:pod") view=pages::PodPage/>
-            <Route path=path!("/sessions/:id") view=pages::SessionPage/>
-            <Route path=path!("/sessions/:id/recording") view=pages::RecordingPage/>
-        </Routes>
+        <Routes/>
     }
 }
 
@@ -342,7 +330,7 @@ fn SignIn() -> impl IntoView {
     let location = use_location();
     // Back to this very page once signed in.
     let oidc_href = move || {
-        let here = format!("{}{}", location.pathname.get(), location.search.get());
+        let here = format!("{}{}", location.pathname(), location.search());
         format!("{OIDC_LOGIN_PATH}?return_to={}", api::encode(&here))
     };
     view! {

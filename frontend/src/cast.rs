@@ -281,6 +281,22 @@ impl CastIndex {
             + kf.dump.len()
     }
 
+    /// The moment whose seek replays the most output: the end of the longest keyframe
+    /// interval (or of the output after the last keyframe).
+    pub fn longest_seek(&self) -> usize {
+        let ends = self
+            .keyframes
+            .iter()
+            .skip(1)
+            .map(|k| k.event.saturating_sub(1))
+            .chain([self.events.len()]);
+        self.keyframes
+            .iter()
+            .zip(ends)
+            .max_by_key(|(k, end)| self.output_between(k.event, *end))
+            .map_or(self.events.len(), |(_, end)| end)
+    }
+
     /// Output bytes of `events[from..to]` (the cost of stepping forward instead of seeking).
     pub fn output_between(&self, from: usize, to: usize) -> usize {
         self.events
@@ -439,6 +455,9 @@ mod tests {
                 "seek to {upto} replays {cost} bytes"
             );
         }
+        // What the player primes its terminal with: no seek replays more.
+        let longest = index.replay_bytes(index.longest_seek());
+        assert!((0..events.len()).all(|upto| index.replay_bytes(upto) <= longest));
     }
 
     #[test]

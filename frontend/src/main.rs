@@ -11,6 +11,7 @@ mod fetch;
 mod format;
 mod live;
 mod pages;
+mod router;
 mod xterm;
 
 fn main() {

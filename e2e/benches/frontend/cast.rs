@@ -33,6 +33,17 @@ impl Cast {
         self.times.partition_point(|&e| e <= t).saturating_sub(1)
     }
 
+    /// The output of events `range`, concatenated.
+    pub fn output_of(&self, range: std::ops::Range<usize>) -> String {
+        self.text
+            .lines()
+            .skip(2 + range.start)
+            .take(range.len())
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|e| e.get(2).and_then(|d| d.as_str()).map(String::from))
+            .collect()
+    }
+
     /// A recording of `minutes` minutes.
     pub fn generate(minutes: u32) -> Cast {
         let events = (f64::from(minutes) * 60.0 / STEP) as usize;

@@ -18,8 +18,11 @@ use serde_json::{json, Value};
 
 use super::cast::{self, Cast, STEP};
 
-/// Seeks into the player: sets the seek bar to `t` and resolves with the milliseconds until
-/// the last non-empty row of the player's xterm is `expected`.
+/// Seeks into the player: sets the seek bar to `t` and resolves with `[total, handler,
+/// parsed, renders]`: the milliseconds until the last non-empty row of the player's xterm is
+/// `expected` (the figure); until the `input` event's handler returned (the wasm built the
+/// seek and queued it to xterm); until xterm last reported output parsed (`onWriteParsed`)
+/// before that; and how many times xterm rendered (`onRender`) meanwhile.
 const SEEK_JS: &str = r#"
 const [t, expected, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
 const screen = document.querySelector('[data-testid=player] .player-screen');
@@ -29,13 +32,46 @@ const shows = () => {
   return r.length > 0 && r[r.length - 1] === expected;
 };
 const bar = document.querySelector('[data-testid=player] .seek-bar');
+let parsed = null, renders = 0, subs = [];
 const obs = new MutationObserver(() => {
-  if (shows()) { obs.disconnect(); done(performance.now() - start); }
+  if (shows()) {
+    obs.disconnect();
+    subs.forEach(d => d.dispose());
+    done([performance.now() - start, handler, parsed, renders]);
+  }
 });
 obs.observe(rows, { childList: true, subtree: true, characterData: true });
+const proto = window.XtermTerminal.prototype;
+const write = proto.write;
+let term = null;
+proto.write = function (...a) {
+  if (!term) {
+    term = this;
+    subs.push(term.onWriteParsed(() => { parsed = performance.now() - start; }));
+    subs.push(term.onRender(() => { renders += 1; }));
+  }
+  return write.apply(this, a);
+};
 const start = performance.now();
 bar.value = String(t);
 bar.dispatchEvent(new Event('input', { bubbles: true }));
+const handler = performance.now() - start;
+proto.write = write;
+"#;
+
+/// `BENCH_SEEK_WARM=xterm`: before the first seek, a throwaway xterm of the same size in the
+/// same page is given `arguments[0]` (output of the cast) and drawn, then removed; it shares
+/// xterm.js's code, not the player's terminal. Resolves once drawn and gone.
+const WARM_OTHER_JS: &str = r#"
+const [data, cols, rows, done] = [arguments[0], arguments[1], arguments[2], arguments[arguments.length - 1]];
+const host = document.createElement('div');
+host.style.cssText = 'position:fixed;left:0;top:0;z-index:9999;background:#000';
+document.body.appendChild(host);
+const term = new window.XtermTerminal({ cols, rows, scrollback: 1000, disableStdin: true, fontSize: 14 });
+term.open(host);
+term.write(data, () => requestAnimationFrame(() => requestAnimationFrame(() => {
+  term.dispose(); host.remove(); done(true);
+})));
 "#;
 
 /// Prepares the baseline: the cast's output events as JS strings (parsed by the browser's
@@ -100,7 +136,11 @@ fn moments(n: usize, events: usize, seed: u64) -> Vec<(usize, f64)> {
 /// One ended session per cast length, its recording replaced on disk by a generated cast of
 /// that length; the seeks and their baseline measured on each, largest cast last.
 pub async fn run(dist: &Path, driver: &ChromeDriver) {
-    let minutes = bench::sizes(&[5u32, 20, 60], &[1, 2, 3]);
+    // `BENCH_SEEK_MINUTES=60`: only some casts, to look into one.
+    let minutes = match std::env::var("BENCH_SEEK_MINUTES") {
+        Ok(v) if !v.trim().is_empty() => v.split(',').map(|m| m.trim().parse().unwrap()).collect(),
+        _ => bench::sizes(&[5u32, 20, 60], &[1, 2, 3]),
+    };
     let points = if bench::short() { 3 } else { 10 };
     let cp = ControlPlane::shared().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -166,25 +206,85 @@ pub async fn run(dist: &Path, driver: &ChromeDriver) {
     b.goto(&server.url).await.unwrap();
     b.dev_sign_in("alice").await.unwrap();
     let last = sessions.len() - 1;
+    let warm = std::env::var("BENCH_SEEK_WARM").unwrap_or_default();
+    let loads: usize = std::env::var("BENCH_SEEK_LOADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     for (n, (m, id, cast)) in sessions.iter().enumerate() {
-        b.goto(&format!("{}/sessions/{id}/recording", server.url))
-            .await
-            .unwrap();
-        b.wait_for_within("[data-testid=player] .player-bar", Duration::from_secs(600))
-            .await
-            .unwrap();
-        b.js("document.querySelector('[data-testid=player] .player-screen').scrollIntoView({block: 'center'})")
-            .await
-            .unwrap();
         let at = moments(points, cast.times.len(), 42 + n as u64);
         let mut seeks = Vec::new();
-        for &(k, t) in &at {
-            assert_eq!(cast.event_at(t), k);
-            seeks.push(ms(b
-                .client
-                .execute_async(SEEK_JS, vec![json!(t), json!(Cast::stamp(k))])
+        for load in 0..loads {
+            b.goto(&format!("{}/sessions/{id}/recording", server.url))
                 .await
-                .unwrap()));
+                .unwrap();
+            b.wait_for_within("[data-testid=player] .player-bar", Duration::from_secs(600))
+                .await
+                .unwrap();
+            b.js("document.querySelector('[data-testid=player] .player-screen').scrollIntoView({block: 'center'})")
+                .await
+                .unwrap();
+            // What priming the player's terminal during the load took (the player's own User
+            // Timing entry; none from a build that does not prime).
+            let primed = b
+                .js("const e = performance.getEntriesByName('breakglass-player-prime'); return e.length ? e[0].duration : null")
+                .await
+                .unwrap();
+            if let Some(ms) = primed.as_f64() {
+                println!(
+                    "  {m}-minute cast, load {load}: the player primed its terminal in {ms:.1} ms"
+                );
+            }
+            match warm.as_str() {
+                "" => {}
+                "wait" => tokio::time::sleep(Duration::from_secs(3)).await,
+                "xterm" => {
+                    b.client
+                        .execute_async(
+                            WARM_OTHER_JS,
+                            vec![
+                                json!(cast.output_of(1000..1100)),
+                                json!(cast::COLS),
+                                json!(cast::ROWS),
+                            ],
+                        )
+                        .await
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                }
+                other => panic!("BENCH_SEEK_WARM={other}: expected wait or xterm"),
+            }
+            let mut each = Vec::new();
+            for &(k, t) in &at {
+                assert_eq!(cast.event_at(t), k);
+                let v = b
+                    .client
+                    .execute_async(SEEK_JS, vec![json!(t), json!(Cast::stamp(k))])
+                    .await
+                    .unwrap();
+                let split: Vec<f64> = v
+                    .as_array()
+                    .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect())
+                    .unwrap_or_default();
+                assert_eq!(split.len(), 4, "the page answered {v}");
+                each.push(split);
+            }
+            // Each seek in order, so a slow one shows where it fell (the first after the load,
+            // or a far jump), with its parts.
+            let line: Vec<String> = each
+                .iter()
+                .map(|s| format!("{:.1} ({:.1}/{:.1}/{})", s[0], s[1], s[2], s[3]))
+                .collect();
+            println!(
+                "  {m}-minute cast, load {load}{}, each seek in ms (handler returned/last parsed/renders): {}",
+                if warm.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (warm: {warm})")
+                },
+                line.join(", ")
+            );
+            seeks.extend(each.iter().map(|s| s[0]));
         }
         let url = format!("/api/breakglass/sessions/{id}/recording");
         let prepared = b
@@ -208,10 +308,6 @@ pub async fn run(dist: &Path, driver: &ChromeDriver) {
                 .await
                 .unwrap()));
         }
-        // Each seek in order, so a slow one shows where it fell (the first after the load, or
-        // a far jump).
-        let each: Vec<String> = seeks.iter().map(|v| format!("{v:.1}")).collect();
-        println!("  {m}-minute cast, each seek (ms): {}", each.join(", "));
         let (seeks, replays) = (Dist::from_values(seeks), Dist::from_values(replays));
         let size = format!("cast={m}min/{}MB", cast.output_bytes >> 20);
         for (stat, q) in [("p50", 0.5), ("max", 1.0)] {

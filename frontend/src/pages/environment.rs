@@ -1,10 +1,9 @@
 //! `/env/:env` and `/env/:env/ns/:ns`: the environment's namespaces and pods, and its
 //! Break-glass card.
 
+use crate::router::{use_location, use_params};
 use breakglass_shared::validate;
 use leptos::prelude::*;
-use leptos_router::hooks::{use_navigate, use_params_map};
-use leptos_router::NavigateOptions;
 
 use breakglass_shared::listing::PodInfo;
 
@@ -17,9 +16,9 @@ use crate::fetch::fetch;
 /// An environment's page.
 #[component]
 pub fn EnvironmentPage() -> impl IntoView {
-    let params = use_params_map();
-    let env = Memo::new(move |_| params.read().get("env").unwrap_or_default());
-    let ns = Memo::new(move |_| params.read().get("ns"));
+    let params = use_params();
+    let env = Memo::new(move |_| params.get("env").unwrap_or_default());
+    let ns = Memo::new(move |_| params.get("ns"));
     move || {
         let env = env.get();
         view! { <EnvView env=env ns=ns/> }
@@ -199,7 +198,7 @@ fn PodTable(env: String, ns: String, pods: Vec<PodInfo>) -> impl IntoView {
 /// at the field and goes as soon as the field is valid.
 #[component]
 fn OpenPod(env: String, ns: String) -> impl IntoView {
-    let navigate = use_navigate();
+    let location = use_location();
     let ns_value = RwSignal::new(ns);
     let pod_value = RwSignal::new(String::new());
     let ns_error = RwSignal::new(None::<String>);
@@ -231,10 +230,7 @@ fn OpenPod(env: String, ns: String) -> impl IntoView {
         match (n, p) {
             (None, None) => {
                 let (n, p) = (ns_value.get_untracked(), pod_value.get_untracked());
-                navigate(
-                    &links::pod(&env, n.trim(), p.trim()),
-                    NavigateOptions::default(),
-                );
+                location.navigate(&links::pod(&env, n.trim(), p.trim()));
             }
             (Some(_), _) => focus_soon(vec!["#open-ns".into()]),
             (None, Some(_)) => focus_soon(vec!["#open-pod".into()]),

@@ -1,10 +1,10 @@
 //! `/env/:env/ns/:ns/pod/:pod`: the pod's Debug panel — the request form, then the session's
 //! live state and its terminal.
 
+use crate::router::use_params;
 use breakglass_shared::api::ListQuery;
 use breakglass_shared::Session;
 use leptos::prelude::*;
-use leptos_router::hooks::use_params_map;
 use uuid::Uuid;
 
 use crate::api::{self, links};
@@ -18,13 +18,12 @@ use crate::live::use_live;
 /// A pod's page.
 #[component]
 pub fn PodPage() -> impl IntoView {
-    let params = use_params_map();
+    let params = use_params();
     let key = Memo::new(move |_| {
-        let p = params.read();
         (
-            p.get("env").unwrap_or_default(),
-            p.get("ns").unwrap_or_default(),
-            p.get("pod").unwrap_or_default(),
+            params.get("env").unwrap_or_default(),
+            params.get("ns").unwrap_or_default(),
+            params.get("pod").unwrap_or_default(),
         )
     });
     move || {

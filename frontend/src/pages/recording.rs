@@ -1,7 +1,7 @@
 //! `/sessions/:id/recording?t=SECONDS`: the recording player.
 
+use crate::router::{use_location, use_params};
 use leptos::prelude::*;
-use leptos_router::hooks::{use_params_map, use_query_map};
 use uuid::Uuid;
 
 use crate::api::links;
@@ -13,18 +13,11 @@ use crate::components::session_panel::live_detail;
 /// A recording's page.
 #[component]
 pub fn RecordingPage() -> impl IntoView {
-    let params = use_params_map();
-    let query = use_query_map();
-    let id = Memo::new(move |_| {
-        params
-            .read()
-            .get("id")
-            .and_then(|s| Uuid::parse_str(&s).ok())
-    });
+    let params = use_params();
+    let id = Memo::new(move |_| params.get("id").and_then(|s| Uuid::parse_str(&s).ok()));
     // Read once: the player updates the URL's moment link itself, without reloading.
-    let start = query
-        .get_untracked()
-        .get("t")
+    let start = use_location()
+        .query_untracked("t")
         .and_then(|t| t.parse::<f64>().ok());
     move || {
         match id.get() {

@@ -1,12 +1,12 @@
 //! `/sessions/:id`: one session — its live state, actions, events, and the review form.
 
+use crate::router::use_params;
 use breakglass_shared::access::Action;
 use breakglass_shared::api::ReviewRequest;
 use breakglass_shared::session::Verdict;
 use breakglass_shared::validate;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use leptos_router::hooks::use_params_map;
 use uuid::Uuid;
 
 use crate::api::{self, links};
@@ -18,13 +18,8 @@ use crate::live::use_live;
 /// A session's page.
 #[component]
 pub fn SessionPage() -> impl IntoView {
-    let params = use_params_map();
-    let id = Memo::new(move |_| {
-        params
-            .read()
-            .get("id")
-            .and_then(|s| Uuid::parse_str(&s).ok())
-    });
+    let params = use_params();
+    let id = Memo::new(move |_| params.get("id").and_then(|s| Uuid::parse_str(&s).ok()));
     move || {
         match id.get() {
         Some(id) => view! { <SessionView id=id/> }.into_any(),

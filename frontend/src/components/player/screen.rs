@@ -8,7 +8,7 @@ use leptos::task::spawn_local;
 use uuid::Uuid;
 
 use super::integrity::sha256_hex;
-use super::state::{Phase, PlayerState};
+use super::state::{prime, Phase, PlayerState};
 use crate::api::{self, ApiError};
 use crate::cast::IndexBuilder;
 use crate::components::common::{dynv, ErrorNotice, Loading};
@@ -88,6 +88,7 @@ async fn load(
         scrollback: 1000,
     });
     term.open(el);
+    prime(&term, &index, el).await;
     player.ready(index, term, start);
     Ok(())
 }

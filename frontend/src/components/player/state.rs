@@ -81,6 +81,46 @@ fn apply(term: &xterm::Terminal, ops: Vec<Op>) {
     }
 }
 
+/// Resolves once xterm has parsed everything written to `term` so far.
+async fn parsed(term: &xterm::Terminal) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| term.write_then("", &resolve));
+    let _ = JsFuture::from(promise).await;
+}
+
+/// Plays one seek on `term` (open, in the page) and clears it again, so that xterm.js's code
+/// has run once before anyone seeks: the first seek after a load was the slowest by far
+/// (58-81 ms on an idle machine, up to 260 ms on a loaded one, against a median of about
+/// 15 ms), nearly all of it xterm parsing while the browser still ran its parser unoptimised;
+/// a throwaway terminal fed output beforehand helped as well, and waiting did not
+/// (BENCHMARKS.md, "Player and first page"). That cost moves here, into the load. The seek
+/// played is the longest there is (a keyframe and a whole interval of output after it), so
+/// the parser sees as much as any seek gives it; the screen is hidden meanwhile and left as a
+/// new terminal of the recording's first size.
+pub async fn prime(term: &xterm::Terminal, index: &CastIndex, screen: &web_sys::HtmlElement) {
+    // A User Timing entry, `breakglass-player-prime`, says in the browser what this costs.
+    let perf = web_sys::window().and_then(|w| w.performance());
+    if let Some(p) = &perf {
+        let _ = p.mark("breakglass-player-prime-start");
+    }
+    let style = screen.style();
+    let _ = style.set_property("visibility", "hidden");
+    apply(term, index.seek_ops(index.longest_seek()));
+    parsed(term).await;
+    // xterm renders in the first frame (it asked for it while parsing); the second gives the
+    // browser's optimising compiler, which works beside the page, a moment more.
+    next_frame().await;
+    next_frame().await;
+    term.reset();
+    parsed(term).await;
+    let (cols, rows) = index.initial_size();
+    term.resize(cols, rows);
+    let _ = style.remove_property("visibility");
+    if let Some(p) = perf {
+        let _ =
+            p.measure_with_start_mark("breakglass-player-prime", "breakglass-player-prime-start");
+    }
+}
+
 /// The next animation frame's timestamp.
 async fn next_frame() -> f64 {
     let promise = js_sys::Promise::new(&mut |resolve, _| {
@@ -245,8 +285,12 @@ impl PlayerState {
             applied: 0,
             last_frame: None,
         };
-        // Gone already (the page was left while loading): reading the timeline would panic.
-        if self.deck.try_set_value(Some(deck)).is_some() {
+        // Gone already (the page was left while loading, or while priming): reading the
+        // timeline would panic, and nothing else would free the terminal.
+        if let Some(unset) = self.deck.try_set_value(Some(deck)) {
+            if let Some(d) = unset {
+                d.term.dispose();
+            }
             return;
         }
         let t0 = start.map_or(0.0, |raw| {
