@@ -2,7 +2,7 @@
 //! through the lifecycle, so a sweep racing a person (or another replica's sweep) is safe: the
 //! compare-and-set lets exactly one of them win.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::lifecycle::Error;
 use crate::state::Context;
-use crate::store::ListFilter;
+use crate::store::{ListFilter, Store, StoreError};
 
 /// Rows read per query; the sweep pages on until it has seen every match.
 const PAGE: u32 = 200;
@@ -36,15 +36,35 @@ async fn all_of(ctx: &Arc<Context>, filter: ListFilter) -> Result<Vec<Session>, 
     }
 }
 
-async fn in_state(ctx: &Arc<Context>, state: SessionState) -> Result<Vec<Session>, Error> {
-    all_of(
-        ctx,
-        ListFilter {
-            state: Some(state),
-            ..Default::default()
-        },
-    )
-    .await
+/// The live sessions (every state but the final ones) as the sweep last read them. A pass
+/// reads the id and version of each (one narrow statement) and whole rows only of those new or
+/// changed since: with many sessions open and nothing happening, decoding every live row every
+/// pass was much of what an idle server spent (BENCHMARKS.md, "Relay and recording").
+#[derive(Default)]
+pub struct LiveSet(HashMap<uuid::Uuid, Session>);
+
+impl LiveSet {
+    /// Brings the set up to `store`'s live sessions; returns them, newest first.
+    pub async fn refresh(&mut self, store: &dyn Store) -> Result<Vec<&Session>, StoreError> {
+        let now = store.live_versions().await?;
+        let ids: HashSet<_> = now.iter().map(|(id, _)| *id).collect();
+        self.0.retain(|id, _| ids.contains(id));
+        let stale: Vec<_> = now
+            .into_iter()
+            .filter(|(id, v)| self.0.get(id).map(|s| s.version) != Some(*v))
+            .map(|(id, _)| id)
+            .collect();
+        for s in store.get_many(&stale).await? {
+            // One that moved on between the two reads is seen as it is now; one that reached a
+            // final state meanwhile is no longer live.
+            if !s.state.is_final() {
+                self.0.insert(s.id, s);
+            }
+        }
+        let mut live: Vec<&Session> = self.0.values().collect();
+        live.sort_unstable_by(|a, b| b.id.cmp(&a.id));
+        Ok(live)
+    }
 }
 
 /// What one pass did.
@@ -112,7 +132,7 @@ async fn anchor_ended(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<usize, 
 
 /// One whole pass at `now`, orphan reconciliation included.
 pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<SweepReport, Error> {
-    pass(ctx, now, true).await
+    pass(ctx, now, true, &mut LiveSet::default()).await
 }
 
 /// Passes of [`run`] per orphan reconciliation. Reconciling lists every break-glass grant of
@@ -122,11 +142,13 @@ pub async fn sweep_once(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<Sweep
 /// minute at the default interval.
 const RECONCILE_EVERY: u64 = 6;
 
-/// One pass at `now`; `reconcile_too` says whether it looks for orphans too.
+/// One pass at `now`; `reconcile_too` says whether it looks for orphans too; `known` is what
+/// the previous pass read of the live sessions.
 async fn pass(
     ctx: &Arc<Context>,
     now: OffsetDateTime,
     reconcile_too: bool,
+    known: &mut LiveSet,
 ) -> Result<SweepReport, Error> {
     let mut report = SweepReport::default();
     let overdue = ListFilter {
@@ -176,10 +198,7 @@ async fn pass(
     // pass (reading them for each step was most of what the pass cost with many sessions
     // open). Read before the cluster is listed: the driver skips objects too young to judge,
     // so a session created meanwhile is never mistaken for an orphan.
-    let mut live = Vec::new();
-    for state in SessionState::ALL.into_iter().filter(|s| !s.is_final()) {
-        live.extend(in_state(ctx, state).await?);
-    }
+    let live = known.refresh(ctx.store.as_ref()).await?;
     report.pod_gone = end_pod_gone(ctx, &live).await;
     report.driven = drive_stuck(ctx, &live).await;
     report.anchored = anchor_ended(ctx, now).await?;
@@ -195,9 +214,9 @@ async fn pass(
 
 /// Ends the active sessions whose pod is gone, asking each cluster once for all of its
 /// sessions (so the pass reads a namespace's pods once, not every session's pod).
-async fn end_pod_gone(ctx: &Arc<Context>, live: &[Session]) -> usize {
+async fn end_pod_gone(ctx: &Arc<Context>, live: &[&Session]) -> usize {
     let mut by_env: std::collections::BTreeMap<&str, Vec<&Session>> = Default::default();
-    for s in live.iter().filter(|s| s.state == SessionState::Active) {
+    for &s in live.iter().filter(|s| s.state == SessionState::Active) {
         by_env.entry(&s.environment).or_default().push(s);
     }
     let mut ended = 0;
@@ -247,7 +266,7 @@ const DRIVE_WAIT: Duration = Duration::from_secs(5);
 
 /// Stuck work: activation or cleanup interrupted (crash, unreachable cluster), driven off the
 /// pass's own loop, a bounded number at once; returns how many moved on within [`DRIVE_WAIT`].
-async fn drive_stuck(ctx: &Arc<Context>, live: &[Session]) -> usize {
+async fn drive_stuck(ctx: &Arc<Context>, live: &[&Session]) -> usize {
     let mut drives = tokio::task::JoinSet::new();
     'states: for state in [
         SessionState::Approved,
@@ -340,6 +359,7 @@ pub async fn run(ctx: Arc<Context>) {
     let mut tick = tokio::time::interval(ctx.config.sweep_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut passes: u64 = 0;
+    let mut known = LiveSet::default();
     loop {
         tick.tick().await;
         let now = OffsetDateTime::now_utc();
@@ -349,6 +369,8 @@ pub async fn run(ctx: Arc<Context>) {
             Ok(false) => {
                 ctx.metrics.sweep_leader.set(0);
                 passes = 0;
+                // The leader's copy goes stale; memory is not held for it meanwhile.
+                known = LiveSet::default();
                 continue;
             }
             Err(e) => {
@@ -359,7 +381,7 @@ pub async fn run(ctx: Arc<Context>) {
         // The first pass of a new leader reconciles: it may follow a crash.
         let reconcile_too = passes.is_multiple_of(RECONCILE_EVERY);
         passes += 1;
-        let one = pass(&ctx, now, reconcile_too).instrument(tracing::debug_span!("sweep"));
+        let one = pass(&ctx, now, reconcile_too, &mut known).instrument(tracing::debug_span!("sweep"));
         if let Err(e) = one.await {
             tracing::warn!(error = %e, "sweep pass failed");
         }

@@ -123,3 +123,40 @@ pub enum LoginSelector {
     /// Every live login of this user.
     User(String),
 }
+
+/// The login insert of a backend, kept here so `store/mod.rs` stays a readable size.
+macro_rules! login_sql {
+    ($store:ident) => {
+        impl $store {
+            async fn insert_login_row(&self, l: &crate::store::Login) -> Result<(), StoreError> {
+                let groups = serde_json::to_string(&l.groups).unwrap_or_else(|_| "[]".into());
+                let done = sqlx::query(
+                    "INSERT INTO breakglass_logins (id, user_name, source, groups_json, nonce, \
+                     created_at, expires_at, revoked_at, revoked_by, id_token, refresh_token, \
+                     claims_checked_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                )
+                .bind(l.id)
+                .bind(l.user.as_str())
+                .bind(l.source.as_str())
+                .bind(groups)
+                .bind(l.nonce.as_str())
+                .bind(l.created_at)
+                .bind(l.expires_at)
+                .bind(l.revoked_at)
+                .bind(l.revoked_by.as_deref())
+                .bind(l.id_token.as_deref())
+                .bind(l.refresh_token.as_deref())
+                .bind(l.claims_checked_at)
+                .execute(&self.pool)
+                .await;
+                match done {
+                    Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
+                    other => other.map(|_| ()).map_err(Into::into),
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use login_sql;

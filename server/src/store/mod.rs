@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 mod bulk;
 mod leases;
+mod live;
 mod logins;
 mod notice;
 mod postgres;
@@ -131,6 +132,12 @@ pub trait Store: Send + Sync + 'static {
     async fn insert_many(&self, batch: &[Vec<(Session, EventDraft)>]) -> Result<(), StoreError>;
     /// Reads one session.
     async fn get(&self, id: Uuid) -> Result<Option<Session>, StoreError>;
+    /// The sessions of `ids` that exist, in no particular order.
+    async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<Session>, StoreError>;
+    /// The id and version of every session not in a final state (what may own cluster
+    /// objects), in one narrow statement: the sweep reads whole rows only of those it has not
+    /// seen at that version.
+    async fn live_versions(&self) -> Result<Vec<(Uuid, i64)>, StoreError>;
     /// Replaces `prev` with `next` if the row still has `prev`'s version and state, appending
     /// `event`; otherwise [`StoreError::Conflict`] and nothing is written.
     async fn compare_and_set(
@@ -285,6 +292,8 @@ macro_rules! sql_store {
 
         crate::store::bulk::bulk_insert!($store, $db);
         crate::store::leases::lease_sql!($store, $db);
+        crate::store::live::live_sql!($store, $db);
+        crate::store::logins::login_sql!($store);
 
         #[async_trait]
         impl Store for $store {
@@ -440,6 +449,14 @@ macro_rules! sql_store {
                 self.give_up_lease(name, holder).await
             }
 
+            async fn live_versions(&self) -> Result<Vec<(Uuid, i64)>, StoreError> {
+                self.live_id_versions().await
+            }
+
+            async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<Session>, StoreError> {
+                self.rows_of(ids).await
+            }
+
             async fn join(&self) -> Result<tokio::sync::broadcast::Receiver<crate::store::Notice>, StoreError> {
                 self.join_replicas().await
             }
@@ -449,31 +466,7 @@ macro_rules! sql_store {
             }
 
             async fn insert_login(&self, l: &crate::store::Login) -> Result<(), StoreError> {
-                let groups = serde_json::to_string(&l.groups).unwrap_or_else(|_| "[]".into());
-                let done = sqlx::query(
-                    "INSERT INTO breakglass_logins (id, user_name, source, groups_json, nonce, \
-                     created_at, expires_at, revoked_at, revoked_by, id_token, refresh_token, \
-                     claims_checked_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                )
-                .bind(l.id)
-                .bind(l.user.as_str())
-                .bind(l.source.as_str())
-                .bind(groups)
-                .bind(l.nonce.as_str())
-                .bind(l.created_at)
-                .bind(l.expires_at)
-                .bind(l.revoked_at)
-                .bind(l.revoked_by.as_deref())
-                .bind(l.id_token.as_deref())
-                .bind(l.refresh_token.as_deref())
-                .bind(l.claims_checked_at)
-                .execute(&self.pool)
-                .await;
-                match done {
-                    Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
-                    other => other.map(|_| ()).map_err(Into::into),
-                }
+                self.insert_login_row(l).await
             }
 
             async fn get_login(&self, id: Uuid) -> Result<Option<crate::store::Login>, StoreError> {
