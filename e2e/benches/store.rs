@@ -150,10 +150,22 @@ async fn measure(engine: &str, n: usize, rounds: usize) -> Measured {
         };
         gets.push(bob.fetch(&path, want).await);
     }
-    let slowest = lists
+    let per_list: Vec<(&str, Dist)> = lists
         .iter()
         .zip(&each)
-        .map(|((name, _, _), d)| (*name, Dist::from_durations(d).p(0.99)))
+        .map(|((name, _, _), d)| (*name, Dist::from_durations(d)))
+        .collect();
+    println!(
+        "  {engine} {n}, each list p50/p99 ms: {}",
+        per_list
+            .iter()
+            .map(|(name, d)| format!("{name} {:.2}/{:.2}", d.p(0.5), d.p(0.99)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let slowest = per_list
+        .iter()
+        .map(|(name, d)| (*name, d.p(0.99)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap();
     Measured {
