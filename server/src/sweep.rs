@@ -381,7 +381,8 @@ pub async fn run(ctx: Arc<Context>) {
         // The first pass of a new leader reconciles: it may follow a crash.
         let reconcile_too = passes.is_multiple_of(RECONCILE_EVERY);
         passes += 1;
-        let one = pass(&ctx, now, reconcile_too, &mut known).instrument(tracing::debug_span!("sweep"));
+        let one =
+            pass(&ctx, now, reconcile_too, &mut known).instrument(tracing::debug_span!("sweep"));
         if let Err(e) = one.await {
             tracing::warn!(error = %e, "sweep pass failed");
         }

@@ -209,12 +209,17 @@ impl AttachedTerminal for Attach {
     }
 
     async fn input(&mut self, data: &[u8]) -> Result<(), ClusterError> {
-        self.send(STDIN, data, "type into the debug container").await
+        self.send(STDIN, data, "type into the debug container")
+            .await
     }
 
     async fn resize(&mut self, cols: u16, rows: u16) -> Result<(), ClusterError> {
         let size = serde_json::json!({ "Width": cols, "Height": rows }).to_string();
-        self.send(RESIZE, size.as_bytes(), "resize the debug container's terminal")
-            .await
+        self.send(
+            RESIZE,
+            size.as_bytes(),
+            "resize the debug container's terminal",
+        )
+        .await
     }
 }

@@ -19,10 +19,15 @@ macro_rules! live_sql {
                     states.push_bind(s.as_str());
                 }
                 q.push(")");
-                Ok(q.build_query_as::<(Uuid, i64)>().fetch_all(&self.pool).await?)
+                Ok(q.build_query_as::<(Uuid, i64)>()
+                    .fetch_all(&self.pool)
+                    .await?)
             }
 
-            async fn rows_of(&self, ids: &[Uuid]) -> Result<Vec<Session>, crate::store::StoreError> {
+            async fn rows_of(
+                &self,
+                ids: &[Uuid],
+            ) -> Result<Vec<Session>, crate::store::StoreError> {
                 let mut out = Vec::with_capacity(ids.len());
                 for batch in ids.chunks(crate::store::live::MANY_BATCH) {
                     let mut q = sqlx::QueryBuilder::<$db>::new(
@@ -33,7 +38,11 @@ macro_rules! live_sql {
                         list.push_bind(*id);
                     }
                     q.push(")");
-                    for row in q.build_query_as::<SessionRow>().fetch_all(&self.pool).await? {
+                    for row in q
+                        .build_query_as::<SessionRow>()
+                        .fetch_all(&self.pool)
+                        .await?
+                    {
                         out.push(Session::try_from(row)?);
                     }
                 }
