@@ -62,7 +62,7 @@ impl LiveSet {
             }
         }
         let mut live: Vec<&Session> = self.0.values().collect();
-        live.sort_unstable_by(|a, b| b.id.cmp(&a.id));
+        live.sort_unstable_by_key(|s| std::cmp::Reverse(s.id));
         Ok(live)
     }
 }
