@@ -5,9 +5,9 @@
 //! pipe each way, and makes that WebSocket with tungstenite's default configuration, whose
 //! frame reader zero-fills a 128 KiB buffer on its first read: with a thousand terminals open,
 //! 128 MB resident for sockets that carry an echo now and then (BENCHMARKS.md, "Relay and
-//! recording"). Here the relay reads the WebSocket itself (no task, no pipes), and its read
-//! buffer starts at [`READ_BUFFER`]; a larger message still arrives whole, tungstenite making
-//! room for it.
+//! recording"). Here one small task reads the WebSocket and hands each message to the relay
+//! through a channel of a few messages (no pipes, no copy), and the read buffer starts at
+//! [`READ_BUFFER`]; a larger message still arrives whole, tungstenite making room for it.
 //!
 //! The wire protocol is the API server's channel protocol (`v5.channel.k8s.io`, or
 //! `v4.channel.k8s.io` from an older one): each binary message starts with its channel, 0 for
@@ -17,12 +17,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::AttachParams;
 use kube::{Client, Resource};
+use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
@@ -52,10 +54,54 @@ type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
 /// An open attach to a debug container's TTY.
 pub struct Attach {
-    ws: Socket,
+    sink: SplitSink<Socket, Message>,
+    /// What the reader took off the socket, up to [`READ_AHEAD`] messages ahead of the relay.
+    output: mpsc::Receiver<Bytes>,
+    reader: tokio::task::JoinHandle<()>,
     env: String,
     /// When the next keep-alive ping is due; pushed back by any traffic.
     ping_at: tokio::time::Instant,
+}
+
+impl Drop for Attach {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Output messages the reader may take off the socket before the relay asks for them: reading
+/// the next message while the relay sends the last one to the browser keeps bulk output at the
+/// socket's pace, and the bound keeps a slow browser's back-pressure reaching the pod.
+const READ_AHEAD: usize = 4;
+
+/// Reads the attach's socket until it closes, handing each piece of output to the relay.
+async fn read(mut stream: SplitStream<Socket>, to_relay: mpsc::Sender<Bytes>, env: String) {
+    while let Some(message) = stream.next().await {
+        match message {
+            Err(e) => {
+                tracing::info!(%env, error = %e, "attach: connection broke");
+                return;
+            }
+            Ok(Message::Binary(b)) => match b.first() {
+                // A message of the channel byte alone opens each stream.
+                Some(&(STDOUT | STDERR)) if b.len() > 1 => {
+                    let relay_gone = to_relay.send(b.slice(1..)).await.is_err();
+                    if relay_gone {
+                        return;
+                    }
+                }
+                Some(&STATUS) => {
+                    let status = String::from_utf8_lossy(&b[1..]);
+                    tracing::info!(%env, %status, "attach: the terminal's process ended");
+                    return;
+                }
+                _ => {}
+            },
+            Ok(Message::Close(_)) => return,
+            // Pings are answered by tungstenite; text frames are not part of the protocol.
+            Ok(_) => {}
+        }
+    }
 }
 
 /// What the action is called in errors.
@@ -130,8 +176,13 @@ impl Attach {
         let ws =
             WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Client, Some(config))
                 .await;
+        let (sink, stream) = ws.split();
+        let (to_relay, output) = mpsc::channel(READ_AHEAD);
+        let reader = tokio::spawn(read(stream, to_relay, env.to_string()));
         Ok(Attach {
-            ws,
+            sink,
+            output,
+            reader,
             env: env.into(),
             ping_at: tokio::time::Instant::now() + PING_EVERY,
         })
@@ -142,7 +193,7 @@ impl Attach {
         message.push(channel);
         message.extend_from_slice(data);
         self.ping_at = tokio::time::Instant::now() + PING_EVERY;
-        self.ws
+        self.sink
             .send(Message::Binary(message.into()))
             .await
             .map_err(|e| unreachable(&self.env, what, e))
@@ -173,37 +224,18 @@ async fn refused(env: &str, res: http::Response<kube::client::Body>) -> ClusterE
 impl AttachedTerminal for Attach {
     async fn output(&mut self) -> Option<Bytes> {
         loop {
-            let message = tokio::select! {
-                m = self.ws.next() => m,
+            tokio::select! {
+                out = self.output.recv() => {
+                    self.ping_at = tokio::time::Instant::now() + PING_EVERY;
+                    return out;
+                }
                 () = tokio::time::sleep_until(self.ping_at) => {
                     self.ping_at = tokio::time::Instant::now() + PING_EVERY;
-                    if let Err(e) = self.ws.send(Message::Ping(Bytes::new())).await {
+                    if let Err(e) = self.sink.send(Message::Ping(Bytes::new())).await {
                         tracing::info!(env = %self.env, error = %e, "attach: keep-alive ping failed");
                         return None;
                     }
-                    continue;
                 }
-            };
-            self.ping_at = tokio::time::Instant::now() + PING_EVERY;
-            match message {
-                None => return None,
-                Some(Err(e)) => {
-                    tracing::info!(env = %self.env, error = %e, "attach: connection broke");
-                    return None;
-                }
-                Some(Ok(Message::Binary(b))) => match b.first() {
-                    // A message of the channel byte alone opens each stream.
-                    Some(&(STDOUT | STDERR)) if b.len() > 1 => return Some(b.slice(1..)),
-                    Some(&STATUS) => {
-                        let status = String::from_utf8_lossy(&b[1..]);
-                        tracing::info!(env = %self.env, %status, "attach: the terminal's process ended");
-                        return None;
-                    }
-                    _ => {}
-                },
-                Some(Ok(Message::Close(_))) => return None,
-                // Pings are answered by tungstenite; text frames are not part of the protocol.
-                Some(Ok(_)) => {}
             }
         }
     }
