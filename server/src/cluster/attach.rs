@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use http_body_util::BodyExt;
@@ -73,6 +73,31 @@ impl Drop for Attach {
 /// the next message while the relay sends the last one to the browser keeps bulk output at the
 /// socket's pace, and the bound keeps a slow browser's back-pressure reaching the pod.
 const READ_AHEAD: usize = 4;
+
+/// How much output [`Attach::with_ready`] joins into one piece before it stops: the browser's
+/// frame limit less its tag byte, one frame's worth.
+const COALESCE: usize = breakglass_shared::terminal::MAX_FRAME - 1;
+
+/// `first` and the output already waiting behind it in `output`, as one piece, taking no more
+/// once it holds [`COALESCE`] bytes (the relay splits a longer one into frames): under bulk
+/// output the relay then records, frames and flushes once per piece rather than once per
+/// message of the API server (a few KiB each). Alone, `first` goes on uncopied.
+fn with_ready(first: Bytes, output: &mut mpsc::Receiver<Bytes>) -> Bytes {
+    let mut joined: Option<BytesMut> = None;
+    while joined.as_ref().map_or(first.len(), BytesMut::len) < COALESCE {
+        let Ok(next) = output.try_recv() else {
+            break;
+        };
+        joined
+            .get_or_insert_with(|| {
+                let mut b = BytesMut::with_capacity(COALESCE);
+                b.extend_from_slice(&first);
+                b
+            })
+            .extend_from_slice(&next);
+    }
+    joined.map_or(first, BytesMut::freeze)
+}
 
 /// Reads the attach's socket until it closes, handing each piece of output to the relay.
 async fn read(mut stream: SplitStream<Socket>, to_relay: mpsc::Sender<Bytes>, env: String) {
@@ -227,7 +252,7 @@ impl AttachedTerminal for Attach {
             tokio::select! {
                 out = self.output.recv() => {
                     self.ping_at = tokio::time::Instant::now() + PING_EVERY;
-                    return out;
+                    return out.map(|first| with_ready(first, &mut self.output));
                 }
                 () = tokio::time::sleep_until(self.ping_at) => {
                     self.ping_at = tokio::time::Instant::now() + PING_EVERY;
@@ -253,5 +278,37 @@ impl AttachedTerminal for Attach {
             "resize the debug container's terminal",
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn waiting_output_is_joined_in_order_up_to_a_frame() {
+        let (tx, mut rx) = mpsc::channel(READ_AHEAD);
+        let piece = |b: u8, n: usize| Bytes::from(vec![b; n]);
+        tx.send(piece(b'b', 3)).await.unwrap();
+        tx.send(piece(b'c', 2)).await.unwrap();
+        assert_eq!(
+            with_ready(piece(b'a', 1), &mut rx),
+            Bytes::from_static(b"abbbcc")
+        );
+
+        // Alone, the first piece goes on as it came.
+        let first = piece(b'x', 4);
+        let joined = with_ready(first.clone(), &mut rx);
+        assert_eq!(joined.as_ptr(), first.as_ptr());
+
+        // Once a frame's worth is held, the rest waits for the next call.
+        tx.send(piece(b'd', COALESCE)).await.unwrap();
+        tx.send(piece(b'e', 1)).await.unwrap();
+        let joined = with_ready(piece(b'a', 1), &mut rx);
+        assert_eq!(joined.len(), 1 + COALESCE);
+        assert_eq!(
+            with_ready(rx.recv().await.unwrap(), &mut rx),
+            piece(b'e', 1)
+        );
     }
 }
