@@ -40,6 +40,11 @@ fn ticks_per_second() -> anyhow::Result<f64> {
     Ok(String::from_utf8(out.stdout)?.trim().parse()?)
 }
 
+/// CPU time the process used so far, in seconds.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    Ok(cpu_ticks(pid)? as f64 / ticks_per_second()?)
+}
+
 /// Percent of one core the process used over `window`, measured by its own CPU clock.
 pub async fn cpu_percent(pid: u32, window: Duration) -> anyhow::Result<f64> {
     let hz = ticks_per_second()?;
