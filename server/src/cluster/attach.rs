@@ -282,6 +282,7 @@ impl AttachedTerminal for Attach {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
