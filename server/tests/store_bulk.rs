@@ -7,7 +7,7 @@
 mod common;
 
 use axum::http::Method;
-use breakglass_server::store::{EventDraft, StoreError};
+use breakglass_server::store::{EventDraft, ListFilter, StoreError};
 use breakglass_shared::session::NewSession;
 use breakglass_shared::{Actor, Mode, PermissionSet, Session, SessionEvent, SessionState, Tier};
 use time::OffsetDateTime;
@@ -184,5 +184,53 @@ async fn a_duplicate_anywhere_in_the_batch_stores_none_of_it() {
             .await
             .unwrap()
             .is_none());
+    }
+}
+
+#[tokio::test]
+async fn a_list_of_one_environment_keeps_to_the_visible_ones() {
+    for s in common::servers().await {
+        let now = OffsetDateTime::now_utc();
+        let batch: Vec<_> = (0..40).map(|i| history(i, now)).collect();
+        s.ctx.store.insert_many(&batch).await.unwrap();
+        let ours: Vec<Uuid> = batch.iter().map(|h| h[0].0.id).collect();
+        let list = |environment: &str, visible: &[&str]| ListFilter {
+            environment: Some(environment.into()),
+            requester: Some("person3".into()),
+            environments_in: Some(visible.iter().map(|v| v.to_string()).collect()),
+            limit: 500,
+            ..Default::default()
+        };
+        let found = |page: Vec<Session>| -> Vec<Uuid> {
+            page.into_iter()
+                .map(|s| s.id)
+                .filter(|id| ours.contains(id))
+                .collect()
+        };
+
+        // Named and visible: that environment's rows of the requester, newest first.
+        let got = found(
+            s.ctx
+                .store
+                .list(&list("prod", &["dev", "prod"]))
+                .await
+                .unwrap(),
+        );
+        let mut want: Vec<Uuid> = batch
+            .iter()
+            .map(|h| &h[0].0)
+            .filter(|x| x.environment == "prod" && x.requester == "person3")
+            .map(|x| x.id)
+            .collect();
+        want.sort();
+        want.reverse();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{}", s.backend);
+
+        // Named but not visible to the reader: nothing, though the rows are there.
+        let got = found(s.ctx.store.list(&list("prod", &["dev"])).await.unwrap());
+        assert!(got.is_empty(), "{}: {got:?}", s.backend);
+        let got = found(s.ctx.store.list(&list("prod", &[])).await.unwrap());
+        assert!(got.is_empty(), "{}: {got:?}", s.backend);
     }
 }

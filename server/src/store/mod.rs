@@ -381,11 +381,21 @@ macro_rules! sql_store {
                 if let Some(r) = &f.requester_not {
                     q.push(" AND requester <> ").push_bind(r.as_str());
                 }
+                // One environment asked for: visibility is then a yes or no, decided here, so
+                // the query names that environment alone and its combined indexes give the
+                // page. The visibility expression below beside it made PostgreSQL, which cannot
+                // estimate it, take every row of the combination and sort them (a requester's
+                // 6,666 of 100,000: 9.7 ms, against 0.2 ms without it).
+                let visible = match (&f.environment, f.environments_in.as_deref()) {
+                    (Some(e), Some(v)) if !v.contains(e) => return Ok(Vec::new()),
+                    (Some(_), _) => None,
+                    (None, v) => v,
+                };
                 // Several visible environments are matched by an expression no index serves:
                 // an environment index cannot give them newest first, and a planner without
                 // statistics (SQLite gathers none itself) would sort every visible row (100,000:
                 // 19 ms on SQLite, 200 ms on PostgreSQL) instead of walking the ids backwards.
-                match f.environments_in.as_deref() {
+                match visible {
                     Some([one]) => {
                         q.push(" AND environment = ").push_bind(one.as_str());
                     }
