@@ -47,7 +47,9 @@ pub fn SeekBar(
                 aria-label="Position"
                 aria-valuetext=move || format::clock(player.pos())
                 on:input=move |ev| {
-                    if let Ok(t) = event_target_value(&ev).parse::<f64>() { player.seek(t) }
+                    // The browser's number, not a parse of the value's text (no float parser
+                    // in the wasm); NaN, which it never gives for a range, would seek to 0.
+                    player.seek(event_target::<web_sys::HtmlInputElement>(&ev).value_as_number());
                 }/>
             <div class="markers">
                 {dynv(move || {
