@@ -374,7 +374,7 @@ mod tests {
         s.approver = Some("bob".into());
         let (h, o) = (headline(&s, true), outcome(&s));
         assert_eq!(h, "Approved by bob");
-        assert!(!o.to_lowercase().contains("approv"), "{o}");
+        assert!(!o.to_ascii_lowercase().contains("approv"), "{o}");
         s.state = SessionState::Ended;
         s.end_reason = Some(EndReason::UserEnded);
         assert_eq!(

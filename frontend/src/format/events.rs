@@ -78,20 +78,23 @@ fn verdict_word(v: &str) -> &str {
     }
 }
 
+// ASCII only: the sentences and event kinds start with an ASCII letter (or with a user name,
+// left as it is when it does not), and Unicode's case tables would cost the wasm more than
+// these two functions are worth.
 fn lower_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => String::new(),
+    let mut out = s.to_string();
+    if let Some(first) = out.get_mut(..1) {
+        first.make_ascii_lowercase();
     }
+    out
 }
 
 fn upper_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
+    let mut out = s.to_string();
+    if let Some(first) = out.get_mut(..1) {
+        first.make_ascii_uppercase();
     }
+    out
 }
 
 /// The history with runs of the same sentence folded into one (`Recording saved (12 times)`):
@@ -176,6 +179,17 @@ mod tests {
                 assert!(!l.contains(id), "{l:?} shows {id:?}");
             }
         }
+    }
+
+    #[test]
+    fn first_letters_change_case_in_ascii_only() {
+        assert_eq!(
+            lower_first("The requested time ran out."),
+            "the requested time ran out."
+        );
+        assert_eq!(upper_first("pod gone"), "Pod gone");
+        assert_eq!(lower_first("Édith ended it."), "Édith ended it.");
+        assert_eq!(upper_first(""), "");
     }
 
     #[test]
