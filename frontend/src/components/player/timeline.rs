@@ -37,7 +37,9 @@ pub fn SeekBar(
     Effect::new(move |_| {
         let (d, pos) = (player.duration(), player.pos());
         if let Some(el) = bar.get() {
-            el.set_max(&d.to_string());
+            // The number itself: the browser writes it out, so Rust's float formatting (its
+            // Grisu and Dragon tables) stays out of the wasm.
+            let _ = js_sys::Reflect::set(&el, &"max".into(), &d.into());
             el.set_value_as_number(pos);
         }
     });
