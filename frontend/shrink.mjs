@@ -3,9 +3,11 @@
 // JS glue like `__wbg_addEventListener_847fd86b8c33ec43` (a hash to keep names unique across
 // crates), about 250 of them, spelled out in the wasm's import section and again in the glue.
 // They become `a`, `b`, ... `aa`, ... in both, consistently, the module name
-// (`./breakglass-frontend_bg.js`) too; the glue is then minified with terser (Trunk's own JS
-// minifier cannot parse it, Trunk.toml); and the SRI hashes Trunk wrote into index.html for
-// the two files are replaced by those of the new bytes, or the browser would refuse them.
+// (`./breakglass-frontend_bg.js`) too, and so do the exports the glue reads only as
+// `wasm.NAME` (`intounderlyingsource_pull`, `__wbindgen_malloc`, ...); the glue is then
+// minified with terser (Trunk's own JS minifier cannot parse it, Trunk.toml); and the SRI
+// hashes Trunk wrote into index.html for the two files are replaced by those of the new bytes,
+// or the browser would refuse them.
 //
 //   node frontend/shrink.mjs [DIR]    (default: $TRUNK_STAGING_DIR, then frontend/dist)
 //
@@ -70,45 +72,67 @@ function skipDesc(bytes, pos, kind) {
   }
 }
 
-// The import section's entries, and where the section lies in the file.
-function imports(wasm) {
+// Where section `id` lies in the file (`start` at its id byte, `body` after its size), if any.
+function findSection(wasm, id) {
   if (wasm.readUInt32LE(0) !== 0x6d736100) throw new Error("shrink: not a wasm file");
   let pos = 8;
   while (pos < wasm.length) {
-    const id = wasm[pos];
     const [size, body] = readU32(wasm, pos + 1);
-    if (id === 2) {
-      let [count, p] = readU32(wasm, body);
-      const entries = [];
-      while (count-- > 0) {
-        let module, field;
-        [module, p] = readName(wasm, p);
-        [field, p] = readName(wasm, p);
-        const kind = wasm[p];
-        const end = skipDesc(wasm, p + 1, kind);
-        entries.push({ module, field, desc: wasm.subarray(p, end) });
-        p = end;
-      }
-      return { entries, start: pos, end: body + size };
-    }
+    if (wasm[pos] === id) return { id, start: pos, body, end: body + size };
     pos = body + size;
   }
-  return { entries: [], start: pos, end: pos };
+  return null;
 }
 
-function withImports(wasm, section, entries) {
-  const body = Buffer.concat([
-    writeU32(entries.length),
-    ...entries.flatMap((e) => [name(e.module), name(e.field), e.desc]),
-  ]);
-  return Buffer.concat([
-    wasm.subarray(0, section.start),
-    Buffer.from([2]),
-    writeU32(body.length),
-    body,
-    wasm.subarray(section.end),
-  ]);
+// The import section's entries: module, field and the rest (kind and description) as bytes.
+function imports(wasm) {
+  const section = findSection(wasm, 2);
+  const entries = [];
+  if (section) {
+    let [count, p] = readU32(wasm, section.body);
+    while (count-- > 0) {
+      let module, field;
+      [module, p] = readName(wasm, p);
+      [field, p] = readName(wasm, p);
+      const end = skipDesc(wasm, p + 1, wasm[p]);
+      entries.push({ module, field, desc: wasm.subarray(p, end) });
+      p = end;
+    }
+  }
+  return { section, entries };
 }
+
+// The export section's entries: name and the rest (kind and index) as bytes.
+function exports(wasm) {
+  const section = findSection(wasm, 7);
+  const entries = [];
+  if (section) {
+    let [count, p] = readU32(wasm, section.body);
+    while (count-- > 0) {
+      let field;
+      [field, p] = readName(wasm, p);
+      const end = readU32(wasm, p + 1)[1];
+      entries.push({ field, desc: wasm.subarray(p, end) });
+      p = end;
+    }
+  }
+  return { section, entries };
+}
+
+// `wasm` with each of `replaced` ({ section, body }, in file order) put in its section's place.
+function withSections(wasm, replaced) {
+  const parts = [];
+  let at = 0;
+  for (const { section, body } of replaced) {
+    parts.push(wasm.subarray(at, section.start), Buffer.from([section.id]), writeU32(body.length), body);
+    at = section.end;
+  }
+  parts.push(wasm.subarray(at));
+  return Buffer.concat(parts);
+}
+
+const sectionBody = (entries, encode) =>
+  Buffer.concat([writeU32(entries.length), ...entries.flatMap(encode)]);
 
 // ---- short names ----------------------------------------------------------------------------
 
@@ -156,8 +180,8 @@ export async function shrink(dir) {
   }
   const wasmPath = join(dir, wasmFile), jsPath = join(dir, jsFile);
   const wasm = readFileSync(wasmPath), js = readFileSync(jsPath, "utf8");
-  const section = imports(wasm);
-  const modules = new Set(section.entries.map((e) => e.module).filter((m) => m.endsWith("_bg.js")));
+  const imp = imports(wasm);
+  const modules = new Set(imp.entries.map((e) => e.module).filter((m) => m.endsWith("_bg.js")));
   if (modules.size === 0) {
     console.log(`shrink: ${wasmFile} is shrunk already`);
     return 0;
@@ -167,13 +191,37 @@ export async function shrink(dir) {
   const moduleName = new Map([...modules].map((m, i) => [m, shortName(i)]));
   for (const [old, short] of moduleName) glue = renameIn(glue, old, short, true);
   let n = 0;
-  const entries = section.entries.map((e) => {
+  const importEntries = imp.entries.map((e) => {
     if (!moduleName.has(e.module)) return e;
     const field = shortName(n++);
     glue = renameIn(glue, e.field, field, false);
     return { ...e, module: moduleName.get(e.module), field };
   });
-  const newWasm = withImports(wasm, section, entries);
+  const replaced = [{
+    section: imp.section,
+    body: sectionBody(importEntries, (e) => [name(e.module), name(e.field), e.desc]),
+  }];
+
+  // Exports the glue reads as `wasm.NAME` and nowhere else by name; any other (`memory` is
+  // also a word in the glue's text, a marker nobody reads) keeps its name.
+  const exp = exports(wasm);
+  let m = 0;
+  const exportEntries = exp.entries.map((e) => {
+    const word = new RegExp(`(?<![\\w$])${escape(e.field)}(?![\\w$])`, "g");
+    const member = new RegExp(`(?<![\\w$])wasm\\.${escape(e.field)}(?![\\w$])`, "g");
+    const uses = glue.match(member)?.length ?? 0;
+    if (uses === 0 || uses !== glue.match(word).length) return e;
+    const field = shortName(m++);
+    glue = glue.replace(member, `wasm.${field}`);
+    return { ...e, field };
+  });
+  if (exp.section) {
+    replaced.push({
+      section: exp.section,
+      body: sectionBody(exportEntries, (e) => [name(e.field), e.desc]),
+    });
+  }
+  const newWasm = withSections(wasm, replaced);
 
   const min = await minify(glue, {
     module: true,
@@ -196,7 +244,7 @@ export async function shrink(dir) {
   writeFileSync(htmlPath, html);
   const saved = wasm.length - newWasm.length + Buffer.byteLength(js) - newJs.length;
   console.log(
-    `shrink: ${n} imports renamed, wasm ${wasm.length} -> ${newWasm.length} B, ` +
+    `shrink: ${n} imports and ${m} exports renamed, wasm ${wasm.length} -> ${newWasm.length} B, ` +
       `glue ${Buffer.byteLength(js)} -> ${newJs.length} B`,
   );
   return saved;
