@@ -84,40 +84,37 @@ function findSection(wasm, id) {
   return null;
 }
 
-// The import section's entries: module, field and the rest (kind and description) as bytes.
-function imports(wasm) {
-  const section = findSection(wasm, 2);
-  const entries = [];
+// Section `id`'s entries, each read by `read` from a position to [entry, next position].
+function entries(wasm, id, read) {
+  const section = findSection(wasm, id);
+  const out = [];
   if (section) {
     let [count, p] = readU32(wasm, section.body);
     while (count-- > 0) {
-      let module, field;
-      [module, p] = readName(wasm, p);
-      [field, p] = readName(wasm, p);
-      const end = skipDesc(wasm, p + 1, wasm[p]);
-      entries.push({ module, field, desc: wasm.subarray(p, end) });
-      p = end;
+      let entry;
+      [entry, p] = read(p);
+      out.push(entry);
     }
   }
-  return { section, entries };
+  return { section, entries: out };
 }
 
+// The import section's entries: module, field and the rest (kind and description) as bytes.
+const imports = (wasm) =>
+  entries(wasm, 2, (p) => {
+    const [module, q] = readName(wasm, p);
+    const [field, r] = readName(wasm, q);
+    const end = skipDesc(wasm, r + 1, wasm[r]);
+    return [{ module, field, desc: wasm.subarray(r, end) }, end];
+  });
+
 // The export section's entries: name and the rest (kind and index) as bytes.
-function exports(wasm) {
-  const section = findSection(wasm, 7);
-  const entries = [];
-  if (section) {
-    let [count, p] = readU32(wasm, section.body);
-    while (count-- > 0) {
-      let field;
-      [field, p] = readName(wasm, p);
-      const end = readU32(wasm, p + 1)[1];
-      entries.push({ field, desc: wasm.subarray(p, end) });
-      p = end;
-    }
-  }
-  return { section, entries };
-}
+const exports = (wasm) =>
+  entries(wasm, 7, (p) => {
+    const [field, q] = readName(wasm, p);
+    const end = readU32(wasm, q + 1)[1];
+    return [{ field, desc: wasm.subarray(q, end) }, end];
+  });
 
 // `wasm` with each of `replaced` ({ section, body }, in file order) put in its section's place.
 function withSections(wasm, replaced) {
