@@ -3,13 +3,17 @@
 // as they are (tower-http's precompressed ServeDir) instead of compressing on each request.
 // Brotli at its best quality is too slow to run per request but cuts the wasm by a further
 // fifth against gzip. Node's own zlib: nothing to install beyond the npm the build has.
+// First, shrink.mjs shortens the wasm's import names and minifies the JS glue (with terser, from
+// `npm ci`), so what is compressed is already the smaller build.
 //
 //   node frontend/precompress.mjs [DIR]    (default: $TRUNK_STAGING_DIR, then frontend/dist)
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { brotliCompressSync, constants, gzipSync } from "node:zlib";
+import { shrink } from "./shrink.mjs";
 
 const dir = process.argv[2] || process.env.TRUNK_STAGING_DIR || "frontend/dist";
+await shrink(dir);
 const compressible = /\.(wasm|js|mjs|css|html|svg|json|map)$/;
 
 function* files(d) {

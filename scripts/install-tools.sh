@@ -6,7 +6,8 @@
 #   - trunk 0.21.14                        -> $BREAKGLASS_CACHE/tools/bin   (cargo install --locked)
 #   - wasm-bindgen-cli == wasm-bindgen in Cargo.lock -> same bin dir   (cargo install, NOT --locked:
 #     its own lockfile pins a crate version our registry lacks)
-#   - npm ci in frontend/: binaryen 132 (wasm-opt), @xterm/xterm 6, @xterm/addon-fit 0.11
+#   - npm ci in frontend/: binaryen 132 (wasm-opt), terser 5 (frontend/shrink.mjs), @xterm/xterm 6,
+#     @xterm/addon-fit 0.11
 #
 # Trunk must never download tools (no network to GitHub here): it uses the binaries on PATH when
 # their versions match (see Trunk.toml [tools]).

@@ -671,6 +671,80 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
         "the seek bar [value, max] and the clock [pos, length] disagree: {at}"
     );
     alice.check_page("22-recording").await?;
+    seek_in_player(alice).await?;
+    Ok(())
+}
+
+/// The player's position in whole seconds, and its length, as its clock says.
+async fn player_clock(b: &Browser) -> anyhow::Result<(u64, u64)> {
+    let v = b
+        .js("const secs = t => t.trim().split(':').reduce((a, x) => a * 60 + Number(x), 0); \
+             return document.querySelector('[data-testid=player-time]').textContent.split('/').map(secs)")
+        .await?;
+    Ok((
+        v[0].as_u64().unwrap_or(u64::MAX),
+        v[1].as_u64().unwrap_or(0),
+    ))
+}
+
+/// Waits until the player's clock says `pos` of `len` (whole seconds), i.e. the recording is
+/// loaded and there.
+async fn wait_clock(b: &Browser, pos: u64, len: u64) -> anyhow::Result<()> {
+    breakglass_e2e::wait_until(
+        &format!("the player's clock at {pos} s of {len} s"),
+        breakglass_e2e::browser::UI_WAIT,
+        || async move { Ok((player_clock(b).await? == (pos, len)).then_some(())) },
+    )
+    .await
+}
+
+/// The seek bar moves the player (the browser's number of the bar, not a parse of its text),
+/// and a `?t=` link opens the recording at its moment, or at the start when `t` is not plain
+/// seconds. `alice` is on the player of a recording a few seconds long.
+async fn seek_in_player(alice: &Browser) -> anyhow::Result<()> {
+    let seek = |to: &str| {
+        format!(
+            "const bar = document.querySelector('.seek-bar'); bar.value = {to}; \
+             bar.dispatchEvent(new Event('input', {{ bubbles: true }}))"
+        )
+    };
+    let (_, len) = player_clock(alice).await?;
+    ensure!(
+        len >= 2,
+        "the recording is {len} s long, too short to seek in"
+    );
+    alice.js(&seek("bar.max")).await?;
+    wait_clock(alice, len, len)
+        .await
+        .context("seek to the end")?;
+    alice.js(&seek("0")).await?;
+    wait_clock(alice, 0, len)
+        .await
+        .context("seek to the start")?;
+    // Half a second into a second, so the tenths a moment link keeps land in the same one.
+    let half = len / 2;
+    alice.js(&seek(&format!("{half}.5"))).await?;
+    wait_clock(alice, half, len)
+        .await
+        .context("seek to the middle")?;
+    // "Link to this moment" names it in recording time; opening the link lands there again.
+    let link = attr_of(alice, "a.moment-link", "href")
+        .await?
+        .context("the moment link has an address")?;
+    ensure!(
+        link.contains("?t="),
+        "the moment link names no moment: {link}"
+    );
+    let page = alice.client.current_url().await?;
+    alice.goto(page.join(&link)?.as_str()).await?;
+    wait_clock(alice, half, len)
+        .await
+        .context("open the moment link")?;
+    // A `t` that is not plain seconds plays from the start.
+    alice
+        .goto(page.join(&format!("{}?t=1e1", page.path()))?.as_str())
+        .await?;
+    wait_clock(alice, 0, len).await.context("open ?t=1e1")?;
     Ok(())
 }
 

@@ -167,14 +167,28 @@ async fn send(what: &str, req: Result<Request, gloo_net::Error>) -> Result<Respo
     Err(error_from_body(res.status(), &res.status_text(), &body))
 }
 
-async fn decode<T: DeserializeOwned>(what: &str, res: Response) -> Result<T, ApiError> {
-    let status = res.status();
-    res.json::<T>().await.map_err(|e| ApiError {
+/// `body`, an answer with HTTP `status`, as a `T`. The one generic step of a call: everything
+/// before it (sending, the status, the CSRF retry, reading the body) is the same code for
+/// every answer type rather than a copy of the whole future per type.
+fn decode<T: DeserializeOwned>(what: &str, (status, body): (u16, String)) -> Result<T, ApiError> {
+    serde_json::from_str(&body).map_err(|e| ApiError {
         status: Some(status),
         code: None,
         message: format!("{what}: the server's answer could not be read ({e})"),
         field: None,
     })
+}
+
+/// The status and body of a successful answer.
+async fn read(what: &str, res: Response) -> Result<(u16, String), ApiError> {
+    let status = res.status();
+    let body = res.text().await.map_err(|e| ApiError {
+        status: Some(status),
+        code: None,
+        message: format!("{what}: the server's answer could not be read ({e})"),
+        field: None,
+    })?;
+    Ok((status, body))
 }
 
 fn get(path: &str) -> RequestBuilder {
@@ -193,18 +207,24 @@ fn post(path: &str) -> RequestBuilder {
     }
 }
 
-async fn get_json<T: DeserializeOwned>(what: &str, path: &str) -> Result<T, ApiError> {
-    let res = send(what, get(path).build()).await?;
-    decode(what, res).await
+async fn get_text(what: &str, path: &str) -> Result<(u16, String), ApiError> {
+    read(what, send(what, get(path).build()).await?).await
 }
 
-async fn post_json<B: Serialize, T: DeserializeOwned>(
+async fn get_json<T: DeserializeOwned>(what: &str, path: &str) -> Result<T, ApiError> {
+    decode(what, get_text(what, path).await?)
+}
+
+/// A POST with `body` (JSON, already encoded), if any.
+async fn post_text(
     what: &str,
     path: &str,
-    body: Option<&B>,
-) -> Result<T, ApiError> {
-    let build = || match body {
-        Some(b) => post(path).json(b),
+    body: Option<String>,
+) -> Result<(u16, String), ApiError> {
+    let build = || match &body {
+        Some(b) => post(path)
+            .header("Content-Type", "application/json")
+            .body(b.as_str()),
         None => post(path).build(),
     };
     let res = match send(what, build()).await {
@@ -216,7 +236,19 @@ async fn post_json<B: Serialize, T: DeserializeOwned>(
         }
         other => other?,
     };
-    decode(what, res).await
+    read(what, res).await
+}
+
+async fn post_json<B: Serialize, T: DeserializeOwned>(
+    what: &str,
+    path: &str,
+    body: Option<&B>,
+) -> Result<T, ApiError> {
+    let body = body
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| ApiError::network(what, e))?;
+    decode(what, post_text(what, path, body).await?)
 }
 
 // ---- auth ---------------------------------------------------------------------------------

@@ -29,6 +29,35 @@ pub fn tenths(x: f64) -> String {
     }
 }
 
+/// Seconds written as digits with at most one `.` (`12`, `12.3`, `.5`), as `?t=` links hold
+/// them; `None` for anything else (a sign, an exponent, `inf`, `NaN`), so such a link plays
+/// from the start. Not `str::parse::<f64>`: that puts core's float parser in the wasm, and
+/// every number the player reads otherwise comes from the browser or `serde_json` already.
+/// Exact (the nearest `f64`) for up to 15 significant digits, far more than a time needs.
+pub fn parse_seconds(s: &str) -> Option<f64> {
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    if whole.len() + frac.len() == 0
+        || !whole
+            .bytes()
+            .chain(frac.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    // All digits as one integer, then one division: both exact up to 2^53 and 10^22, so the
+    // result is the correctly rounded quotient.
+    let mut digits = 0.0f64;
+    let mut scale = 1.0f64;
+    for b in whole.bytes() {
+        digits = digits * 10.0 + f64::from(b - b'0');
+    }
+    for b in frac.bytes() {
+        digits = digits * 10.0 + f64::from(b - b'0');
+        scale *= 10.0;
+    }
+    Some(digits / scale)
+}
+
 /// Time left, compact: `12 min 05 s`, `45 s`, `1 h 02 min`.
 pub fn time_left(secs: i64) -> String {
     let s = secs.max(0);
@@ -276,6 +305,29 @@ mod tests {
     }
 
     #[test]
+    fn seconds_as_links_write_them() {
+        assert_eq!(parse_seconds("12"), Some(12.0));
+        assert_eq!(parse_seconds("12.3"), Some(12.3));
+        assert_eq!(parse_seconds("0.1"), Some(0.1));
+        assert_eq!(parse_seconds(".5"), Some(0.5));
+        assert_eq!(parse_seconds("7."), Some(7.0));
+        assert_eq!(parse_seconds("3600.25"), Some(3600.25));
+        // What `links::recording` writes comes back as the same number.
+        for t in [0.1, 2.5, 59.9, 3599.9, 86_400.7] {
+            assert_eq!(
+                parse_seconds(&tenths(t)),
+                Some((t * 10.0f64).round() / 10.0)
+            );
+        }
+        // Anything else plays from the start.
+        for bad in [
+            "", ".", "-3", "+3", "1e3", "1E3", "inf", "NaN", "1.2.3", " 1", "1,5", "0x10",
+        ] {
+            assert_eq!(parse_seconds(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn timestamps() {
         let at = OffsetDateTime::from_unix_timestamp(1_700_000_000)
             .unwrap_or(OffsetDateTime::UNIX_EPOCH);
@@ -322,7 +374,7 @@ mod tests {
         s.approver = Some("bob".into());
         let (h, o) = (headline(&s, true), outcome(&s));
         assert_eq!(h, "Approved by bob");
-        assert!(!o.to_lowercase().contains("approv"), "{o}");
+        assert!(!o.to_ascii_lowercase().contains("approv"), "{o}");
         s.state = SessionState::Ended;
         s.end_reason = Some(EndReason::UserEnded);
         assert_eq!(

@@ -125,9 +125,14 @@ impl<'a> Frame<'a> {
             },
             TAG_HEARTBEAT if rest.is_empty() => Ok(Frame::Heartbeat),
             TAG_HEARTBEAT => Err(FrameError::UnknownTag(tag)),
-            TAG_STATUS => serde_json::from_slice(rest)
+            // As text, like every other JSON the web app reads: `from_slice` would build a
+            // second copy of serde_json's parser (and of `Status`'s deserialiser) for byte
+            // input in its wasm. Invalid UTF-8 is refused either way.
+            TAG_STATUS => std::str::from_utf8(rest)
+                .ok()
+                .and_then(|text| serde_json::from_str(text).ok())
                 .map(Frame::Status)
-                .map_err(|_| FrameError::BadStatus),
+                .ok_or(FrameError::BadStatus),
             other => Err(FrameError::UnknownTag(other)),
         }
     }
@@ -203,6 +208,9 @@ mod tests {
             Frame::decode(&[TAG_STATUS, b'{']),
             Err(FrameError::BadStatus)
         );
+        let mut bad_text = vec![TAG_STATUS];
+        bad_text.extend_from_slice(b"{\"state\":\"Active\",\"message\":\"\xff\"}");
+        assert_eq!(Frame::decode(&bad_text), Err(FrameError::BadStatus));
         for (c, r) in [(MAX_COLS + 1, 24), (80, MAX_ROWS + 1), (u16::MAX, u16::MAX)] {
             let f = Frame::Resize { cols: c, rows: r }.encode();
             assert_eq!(Frame::decode(&f), Err(FrameError::BadResize), "{c}x{r}");

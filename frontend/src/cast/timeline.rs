@@ -35,6 +35,13 @@ impl Timeline {
         self.times.last().copied().unwrap_or(0.0)
     }
 
+    /// Player time `t` kept to the recording: 0 to its length, NaN as 0 (the start).
+    pub fn within(&self, t: f64) -> f64 {
+        // Not `f64::clamp`, which gives NaN back (and brings its own panic into the wasm):
+        // `max` takes the number over NaN.
+        t.max(0.0).min(self.duration())
+    }
+
     /// Player time of event `i` (its end time for `i == len`).
     pub fn time_of(&self, i: usize) -> f64 {
         self.times
@@ -52,7 +59,8 @@ impl Timeline {
     pub fn player_time(&self, raw: f64) -> f64 {
         let i = self.raw.partition_point(|&x| x <= raw);
         if i == 0 {
-            return raw.clamp(0.0, self.times.first().copied().unwrap_or(0.0));
+            // Not `f64::clamp`: its check of the bounds brings a panic into the wasm.
+            return raw.max(0.0).min(self.times.first().copied().unwrap_or(0.0));
         }
         let (t0, r0) = (self.times[i - 1], self.raw[i - 1]);
         match (self.times.get(i), self.raw.get(i)) {
@@ -92,6 +100,13 @@ mod tests {
         assert_eq!(tl.player_time(6.0), 2.0, "halfway through the capped gap");
         assert_eq!(tl.raw_time(3.0), 11.0);
         assert_eq!(tl.raw_time(tl.player_time(11.5)), 11.5);
+        assert_eq!(tl.player_time(0.5), 0.5, "before the first event");
+        assert_eq!(tl.player_time(-1.0), 0.0);
+        assert_eq!(tl.player_time(f64::NAN), 0.0);
+        assert_eq!(tl.within(f64::NAN), 0.0);
+        assert_eq!(tl.within(-1.0), 0.0);
+        assert_eq!(tl.within(99.0), 4.0);
+        assert_eq!(tl.within(2.5), 2.5);
         let uncapped = Timeline::new(&events, None);
         assert_eq!(uncapped.duration(), 12.0);
     }

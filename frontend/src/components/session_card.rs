@@ -46,7 +46,8 @@ pub fn ActiveSessions(
         move |s| in_progress(s) && env.as_ref().is_none_or(|e| *e == s.environment),
     );
     let items = move || list.get().and_then(Result::ok).unwrap_or_default();
-    let id = format!("active-{}", title.replace(' ', "-").to_lowercase());
+    // The titles are ASCII words.
+    let id = format!("active-{}", title.replace(' ', "-").to_ascii_lowercase());
     view! {
         <section class=if big { "active-sessions active-big" } else { "active-sessions" }
             aria-labelledby=id.clone() data-testid="active-sessions">

@@ -3,8 +3,8 @@
 //! reading the history.
 
 use breakglass_shared::api::SessionEventRecord;
-use breakglass_shared::session::Progress;
 use breakglass_shared::{EndReason, SessionState};
+use serde::Deserialize;
 
 use super::end_reason;
 
@@ -37,8 +37,8 @@ pub fn event_sentence(e: &SessionEventRecord, requester: &str) -> String {
         "activation_failed" if detail.is_empty() => "Activation failed.".into(),
         "activation_failed" => format!("Activation failed: {detail}"),
         "cleanup_done" => "Everything the session created in the cluster is removed.".into(),
-        "progress" => match serde_json::from_str::<Progress>(detail) {
-            Ok(p) => progress(&p),
+        "progress" => match serde_json::from_str::<ProgressWords>(detail) {
+            Ok(p) => p.sentence(),
             Err(_) => "A step in the cluster was done.".into(),
         },
         "review" => match detail.split_once(": ") {
@@ -52,21 +52,37 @@ pub fn event_sentence(e: &SessionEventRecord, requester: &str) -> String {
     }
 }
 
-fn progress(p: &Progress) -> String {
-    match p {
-        Progress::GrantCreated { .. } => "Access granted in the cluster.".into(),
-        Progress::ProcessAccessAnnotated => {
-            "The pod was marked so the debug container may see its processes.".into()
+/// What a progress event's sentence needs of its detail, a
+/// [`Progress`](breakglass_shared::session::Progress) in JSON
+/// (`{"kind":"DebugContainerAdded","name":"debug-1"}`): the tag and the two strings it shows.
+/// Read as this flat struct rather than as `Progress`, whose internally tagged deserialiser
+/// (serde buffering the whole object first) took 15 KB of the wasm.
+#[derive(Deserialize)]
+struct ProgressWords {
+    kind: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    detail: String,
+}
+
+impl ProgressWords {
+    fn sentence(&self) -> String {
+        let name = &self.name;
+        match self.kind.as_str() {
+            "GrantCreated" => "Access granted in the cluster.".into(),
+            "ProcessAccessAnnotated" => {
+                "The pod was marked so the debug container may see its processes.".into()
+            }
+            "DebugContainerAdded" => format!("Debug container {name} added to the pod."),
+            "CopyPodCreated" => format!("Copy of the pod created as {name}."),
+            "RecordingStored" => "Recording saved.".into(),
+            "Anchored" => {
+                "The recording's fingerprint was published in the transparency log.".into()
+            }
+            "CleanupStep" => format!("Cleaned up: {}.", self.detail),
+            _ => "A step in the cluster was done.".into(),
         }
-        Progress::DebugContainerAdded { name } => {
-            format!("Debug container {name} added to the pod.")
-        }
-        Progress::CopyPodCreated { name, .. } => format!("Copy of the pod created as {name}."),
-        Progress::RecordingStored(_) => "Recording saved.".into(),
-        Progress::Anchored(_) => {
-            "The recording's fingerprint was published in the transparency log.".into()
-        }
-        Progress::CleanupStep { detail } => format!("Cleaned up: {detail}."),
     }
 }
 
@@ -78,20 +94,23 @@ fn verdict_word(v: &str) -> &str {
     }
 }
 
+// ASCII only: the sentences and event kinds start with an ASCII letter (or with a user name,
+// left as it is when it does not), and Unicode's case tables would cost the wasm more than
+// these two functions are worth.
 fn lower_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => String::new(),
+    let mut out = s.to_string();
+    if let Some(first) = out.get_mut(..1) {
+        first.make_ascii_lowercase();
     }
+    out
 }
 
 fn upper_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
+    let mut out = s.to_string();
+    if let Some(first) = out.get_mut(..1) {
+        first.make_ascii_uppercase();
     }
+    out
 }
 
 /// The history with runs of the same sentence folded into one (`Recording saved (12 times)`):
@@ -119,7 +138,7 @@ pub fn folded(events: &[SessionEventRecord], requester: &str) -> Vec<(usize, Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use breakglass_shared::session::RecordingRef;
+    use breakglass_shared::session::{Progress, RecordingRef, RekorEntry};
     use time::OffsetDateTime;
     use uuid::Uuid;
 
@@ -175,6 +194,62 @@ mod tests {
             for id in ["_", "→", "PendingApproval", "TtlExpired", "{"] {
                 assert!(!l.contains(id), "{l:?} shows {id:?}");
             }
+        }
+    }
+
+    #[test]
+    fn first_letters_change_case_in_ascii_only() {
+        assert_eq!(
+            lower_first("The requested time ran out."),
+            "the requested time ran out."
+        );
+        assert_eq!(upper_first("pod gone"), "Pod gone");
+        assert_eq!(lower_first("Édith ended it."), "Édith ended it.");
+        assert_eq!(upper_first(""), "");
+    }
+
+    #[test]
+    fn every_progress_reads_as_its_own_sentence() {
+        let sentence = |p: Progress| {
+            let detail = serde_json::to_string(&p).unwrap_or_default();
+            event_sentence(
+                &ev("progress", None, SessionState::Active, Some(&detail)),
+                "alice",
+            )
+        };
+        let recording = RecordingRef {
+            key: "k".into(),
+            version: "v".into(),
+            sha256: "00".into(),
+            bytes: 1,
+        };
+        let anchored = RekorEntry {
+            uuid: "u".into(),
+            log_index: 7,
+        };
+        let all = [
+            Progress::GrantCreated { name: "g".into() },
+            Progress::ProcessAccessAnnotated,
+            Progress::DebugContainerAdded {
+                name: "debug-1".into(),
+            },
+            Progress::CopyPodCreated {
+                name: "web-1-copy".into(),
+                container: "debug".into(),
+            },
+            Progress::RecordingStored(recording),
+            Progress::Anchored(anchored),
+            Progress::CleanupStep {
+                detail: "grant".into(),
+            },
+        ]
+        .map(sentence);
+        assert_eq!(all[2], "Debug container debug-1 added to the pod.");
+        assert_eq!(all[3], "Copy of the pod created as web-1-copy.");
+        assert_eq!(all[6], "Cleaned up: grant.");
+        for (i, s) in all.iter().enumerate() {
+            assert_ne!(s, "A step in the cluster was done.", "variant {i}");
+            assert!(all[..i].iter().all(|t| t != s), "{s:?} twice");
         }
     }
 

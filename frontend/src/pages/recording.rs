@@ -18,7 +18,7 @@ pub fn RecordingPage() -> impl IntoView {
     // Read once: the player updates the URL's moment link itself, without reloading.
     let start = use_location()
         .query_untracked("t")
-        .and_then(|t| t.parse::<f64>().ok());
+        .and_then(|t| crate::format::parse_seconds(&t));
     move || {
         match id.get() {
         Some(id) => view! { <RecordingView id=id start=start/> }.into_any(),

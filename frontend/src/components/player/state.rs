@@ -301,11 +301,11 @@ impl PlayerState {
         self.seek(t0);
     }
 
-    /// Jumps to player time `t` (clamped to the recording).
+    /// Jumps to player time `t` (clamped to the recording; NaN is the start).
     pub fn seek(&self, t: f64) {
         let target = self.timeline.with_untracked(|tl| {
             tl.as_ref().map(|tl| {
-                let t = t.clamp(0.0, tl.duration());
+                let t = tl.within(t);
                 (t, tl.upto(t))
             })
         });

@@ -37,7 +37,9 @@ pub fn SeekBar(
     Effect::new(move |_| {
         let (d, pos) = (player.duration(), player.pos());
         if let Some(el) = bar.get() {
-            el.set_max(&d.to_string());
+            // The number itself: the browser writes it out, so Rust's float formatting (its
+            // Grisu and Dragon tables) stays out of the wasm.
+            let _ = js_sys::Reflect::set(&el, &"max".into(), &d.into());
             el.set_value_as_number(pos);
         }
     });
@@ -47,7 +49,9 @@ pub fn SeekBar(
                 aria-label="Position"
                 aria-valuetext=move || format::clock(player.pos())
                 on:input=move |ev| {
-                    if let Ok(t) = event_target_value(&ev).parse::<f64>() { player.seek(t) }
+                    // The browser's number, not a parse of the value's text (no float parser
+                    // in the wasm); NaN, which it never gives for a range, would seek to 0.
+                    player.seek(event_target::<web_sys::HtmlInputElement>(&ev).value_as_number());
                 }/>
             <div class="markers">
                 {dynv(move || {
