@@ -20,6 +20,8 @@ use sha2::{Digest, Sha256};
 
 use super::{CastBody, Chunks, Meta, RecordingStore, StoreError, StoredVersion};
 
+mod uncached;
+
 /// How many version numbers a put tries before giving up (only reached under heavy
 /// contention on one key, which one writer per session never causes).
 const MAX_PUBLISH_TRIES: usize = 64;
@@ -135,13 +137,7 @@ fn put_blocking(vdir: &Path, body: &CastBody) -> io::Result<u64> {
     let tmp = vdir.join(format!(".tmp-{}", Uuid::new_v4().simple()));
     create_vdir(vdir)?;
     let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(body.bytes())?;
-        f.sync_all()?;
-        drop(f);
+        uncached::create_synced(&tmp, body.bytes())?;
         publish(vdir, &tmp, body.meta())
     })();
     if tmp.exists() {
