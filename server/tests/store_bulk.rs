@@ -197,7 +197,7 @@ async fn a_list_of_one_environment_keeps_to_the_visible_ones() {
         let list = |environment: &str, visible: &[&str]| ListFilter {
             environment: Some(environment.into()),
             requester: Some("person3".into()),
-            environments_in: Some(visible.iter().map(|v| v.to_string()).collect()),
+            environments_in: Some(visible.iter().map(ToString::to_string).collect()),
             limit: 500,
             ..Default::default()
         };
