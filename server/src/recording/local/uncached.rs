@@ -4,14 +4,16 @@
 //! verifies the session, so caching them helps nobody, and putting bytes into the page cache
 //! is what storing them cost the relay: under bulk output, the kernel finding and filling
 //! fresh page-cache pages for each new segment file was a quarter of the server's CPU (2.7 ms
-//! per MB for a buffered write of new pages on the benchmark machine, 0.04 ms with
-//! `O_DIRECT`; BENCHMARKS.md, "Relay and recording"). Small writes (an idle session's few
+//! of system CPU per MB for a buffered write of new pages on the benchmark machine, 0.04 ms
+//! with `O_DIRECT`: `scripts/disk-write-cost.py`; BENCHMARKS.md, "Relay and recording",
+//! fix 16). Small writes (an idle session's few
 //! bytes) stay buffered: for them the page cache is cheaper than a device write per block.
 //!
 //! `O_DIRECT` wants the buffer, the offset and the length aligned to the device's logical
 //! block, so the bytes are copied into an aligned buffer, padded with zeros to a whole
 //! block, written, and the file is cut back to their length before it is synced. A file
-//! system without `O_DIRECT` (tmpfs) refuses the open, and the write is buffered instead.
+//! system without `O_DIRECT` (tmpfs before Linux 6.6) refuses the open with `EINVAL`, and the
+//! write is buffered instead.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -101,7 +103,8 @@ mod tests {
 
     #[test]
     fn large_and_small_files_hold_exactly_their_bytes_once() {
-        // The repository's disk (tmpfs has no O_DIRECT and would take the fallback only).
+        // The repository's disk, which keeps O_DIRECT (the next test), so the large sizes
+        // take the direct path and the small ones the buffered one.
         let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
         for n in [
             0,
@@ -118,6 +121,14 @@ mod tests {
             assert_eq!(again.kind(), io::ErrorKind::AlreadyExists, "{n} bytes");
             assert_eq!(std::fs::read(&path).unwrap(), pattern(n), "{n} bytes");
         }
+    }
+
+    /// Without this, the test above could pass on the buffered fallback alone.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_repository_disk_takes_the_direct_path() {
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        open_direct(&dir.path().join("direct")).unwrap();
     }
 
     #[test]
