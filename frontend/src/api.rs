@@ -145,6 +145,9 @@ pub fn list_query_string(q: &ListQuery) -> String {
         ("state", q.state.map(|s| s.as_str().to_string())),
         ("requester", q.requester.clone()),
         ("awaiting_me", q.awaiting_me.map(|b| b.to_string())),
+        ("in_progress", q.in_progress.map(|b| b.to_string())),
+        ("review_due", q.review_due.map(|b| b.to_string())),
+        ("approver", q.approver.clone()),
         ("limit", q.limit.map(|l| l.to_string())),
         ("cursor", q.cursor.clone()),
     ])
@@ -591,12 +594,16 @@ mod tests {
             state: Some(SessionState::PendingApproval),
             requester: Some("al ice".into()),
             awaiting_me: None,
+            in_progress: Some(true),
+            review_due: None,
+            approver: Some("bob".into()),
             limit: Some(20),
             cursor: None,
         };
         assert_eq!(
             list_query_string(&q),
-            "?environment=prod&state=PendingApproval&requester=al%20ice&limit=20"
+            "?environment=prod&state=PendingApproval&requester=al%20ice&in_progress=true\
+             &approver=bob&limit=20"
         );
         assert_eq!(list_query_string(&ListQuery::default()), "");
     }

@@ -538,6 +538,115 @@ async fn list_filters_paging_and_awaiting_me() {
     }
 }
 
+/// The cards' filters: each asks the store for exactly the rows it shows, whatever else is
+/// stored, and combines with the other filters.
+#[tokio::test]
+async fn list_filters_of_the_cards() {
+    for s in servers().await {
+        let alice = s.login("alice").await;
+        let bob = s.login("bob").await;
+        let carol = s.login("carol").await;
+        let id = |v: Value| v["id"].as_str().unwrap().to_string();
+        let approved = id(s.create(&alice, "prod").await);
+        let denied = id(s.create(&alice, "prod").await);
+        let waiting = id(s.create(&alice, "prod").await);
+        let ground = id(s.create(&alice, "dev").await);
+        assert_eq!(
+            s.act(&bob, &approved, "approve", None).await.status,
+            StatusCode::OK
+        );
+        let r = s
+            .act(
+                &bob,
+                &denied,
+                "deny",
+                Some(json!({"reason": "use the runbook first"})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        let broken = id(s.create(&carol, "prod").await);
+        s.act(&carol, &broken, "break-glass", None).await;
+        s.act(&carol, &broken, "terminate", None).await;
+        wait_state(&s, &carol, &broken, "Ended").await;
+
+        let (server, reader) = (&s, &bob);
+        let ids = move |q: &str| {
+            let q = format!("/api/breakglass/sessions?{q}");
+            async move {
+                let r = server.send(reader, Method::GET, &q, None).await;
+                assert_eq!(r.status, StatusCode::OK, "{q}: {:?}", r.body);
+                let mut v: Vec<String> = r.body["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| i["id"].as_str().unwrap().to_string())
+                    .collect();
+                v.sort();
+                v
+            }
+        };
+        let sorted = |mut v: Vec<&String>| {
+            v.sort();
+            v.into_iter().cloned().collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids("in_progress=true").await,
+            sorted(vec![&approved, &ground]),
+            "{}",
+            s.backend
+        );
+        assert_eq!(
+            ids("in_progress=true&environment=prod").await,
+            std::slice::from_ref(&approved)
+        );
+        assert!(ids("in_progress=true&state=PendingApproval")
+            .await
+            .is_empty());
+        assert_eq!(
+            ids("in_progress=false").await.len(),
+            5,
+            "false filters nothing"
+        );
+        assert_eq!(
+            ids("state=PendingApproval").await,
+            std::slice::from_ref(&waiting)
+        );
+        assert_eq!(ids("approver=bob").await, sorted(vec![&approved, &denied]));
+        assert_eq!(
+            ids("approver=bob&state=Denied").await,
+            std::slice::from_ref(&denied)
+        );
+        assert!(ids("approver=alice").await.is_empty());
+        assert_eq!(ids("review_due=true").await, std::slice::from_ref(&broken));
+        assert!(ids("review_due=true&environment=dev").await.is_empty());
+        let r = s
+            .act(&bob, &broken, "review", Some(json!({"verdict": "ok"})))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        assert!(ids("review_due=true").await.is_empty(), "reviewed");
+
+        for (q, field) in [
+            ("in_progress=maybe", "in_progress"),
+            ("review_due=1x", "review_due"),
+        ] {
+            let r = s
+                .send(
+                    &bob,
+                    Method::GET,
+                    &format!("/api/breakglass/sessions?{q}"),
+                    None,
+                )
+                .await;
+            assert_eq!(
+                (r.status, r.body["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some(field)),
+                "{q}: {:?}",
+                r.body
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn reviews_of_finished_sessions() {
     for s in servers().await {

@@ -166,6 +166,16 @@ pub struct ListQuery {
     /// Only requests the caller may approve now.
     #[serde(default)]
     pub awaiting_me: Option<bool>,
+    /// With `true`, only sessions between approval and their end
+    /// ([`SessionState::IN_PROGRESS`]); combined with `state`, that state must be one of them.
+    #[serde(default)]
+    pub in_progress: Option<bool>,
+    /// With `true`, only glass-broken sessions that finished without a review
+    /// ([`Session::review_due`](crate::Session::review_due)).
+    #[serde(default)]
+    pub review_due: Option<bool>,
+    /// Only sessions this person approved or denied.
+    pub approver: Option<String>,
     /// Page size, 1 to 200 (default 50).
     #[cfg_attr(feature = "server", param(minimum = 1, maximum = 200))]
     pub limit: Option<u32>,

@@ -101,6 +101,24 @@ impl SessionState {
         SessionState::Failed,
     ];
 
+    /// Between approval and the end: the session holds, or is getting or giving back, cluster
+    /// access. The "in progress" cards show these and the list filter `in_progress` selects
+    /// them.
+    pub const IN_PROGRESS: [SessionState; 4] = [
+        SessionState::Approved,
+        SessionState::Activating,
+        SessionState::Active,
+        SessionState::Ending,
+    ];
+
+    /// Whether the state is one of [`SessionState::IN_PROGRESS`].
+    pub fn is_in_progress(self) -> bool {
+        SessionState::IN_PROGRESS.contains(&self)
+    }
+
+    /// The final states a glass-broken session may still owe a review in.
+    pub const REVIEWABLE: [SessionState; 2] = [SessionState::Ended, SessionState::Failed];
+
     /// Final states accept no event.
     pub fn is_final(self) -> bool {
         matches!(
@@ -665,7 +683,7 @@ impl Session {
     /// A glass-broken session that finished without a review.
     pub fn review_due(&self) -> bool {
         self.glass_broken_by.is_some()
-            && matches!(self.state, SessionState::Ended | SessionState::Failed)
+            && SessionState::REVIEWABLE.contains(&self.state)
             && self.review.is_none()
     }
 

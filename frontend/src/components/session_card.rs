@@ -2,7 +2,7 @@
 //! and Terminate), reviews due, the history, and guardrail health.
 
 use breakglass_shared::api::{ListQuery, MAX_PAGE};
-use breakglass_shared::{Session, SessionState};
+use breakglass_shared::Session;
 use leptos::prelude::*;
 
 use crate::components::guardrails::Guardrails;
@@ -11,13 +11,7 @@ use crate::components::session_list::{History, SessionRows};
 
 /// Whether a session is between approval and its end (holds or is getting cluster access).
 pub fn in_progress(s: &Session) -> bool {
-    matches!(
-        s.state,
-        SessionState::Approved
-            | SessionState::Activating
-            | SessionState::Active
-            | SessionState::Ending
-    )
+    s.state.is_in_progress()
 }
 
 /// Sessions in progress, live (one environment, or all).
@@ -40,6 +34,7 @@ pub fn ActiveSessions(
     let list = live_list(
         ListQuery {
             environment,
+            in_progress: Some(true),
             limit: Some(MAX_PAGE),
             ..Default::default()
         },
@@ -69,6 +64,7 @@ fn ReviewsDue(
     let list = live_list(
         ListQuery {
             environment: Some(environment),
+            review_due: Some(true),
             limit: Some(MAX_PAGE),
             ..Default::default()
         },

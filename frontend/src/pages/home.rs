@@ -1,6 +1,6 @@
 //! `/`: the queue strip, the environments, and the user's own recent sessions.
 
-use breakglass_shared::api::{ListQuery, MAX_PAGE};
+use breakglass_shared::api::ListQuery;
 use leptos::prelude::*;
 
 use crate::api::links;
@@ -40,7 +40,8 @@ fn MyDecisions() -> impl IntoView {
     let me = auth.user();
     let list = live_list(
         ListQuery {
-            limit: Some(MAX_PAGE),
+            approver: me.clone(),
+            limit: Some(10),
             ..Default::default()
         },
         move |s| s.decided_at.is_some() && me.is_some() && s.approver == me,

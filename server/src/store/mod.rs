@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 mod bulk;
 mod leases;
+mod list;
 mod live;
 mod logins;
 mod notice;
@@ -23,6 +24,7 @@ mod row;
 mod sqlite;
 
 pub use leases::LEASE_BATCH;
+pub use list::ListFilter;
 pub use logins::{Login, LoginSelector, LoginSource};
 pub use notice::{Notice, CHANNEL};
 pub use postgres::PostgresStore;
@@ -89,34 +91,6 @@ pub struct EventDraft {
     pub detail: Option<String>,
     /// When.
     pub at: OffsetDateTime,
-}
-
-/// What to list. Results come newest first.
-#[derive(Debug, Clone, Default)]
-pub struct ListFilter {
-    /// Only this environment.
-    pub environment: Option<String>,
-    /// Only this state.
-    pub state: Option<SessionState>,
-    /// Only this requester.
-    pub requester: Option<String>,
-    /// Only these environments (visibility); `None` means all.
-    pub environments_in: Option<Vec<String>>,
-    /// Exclude this requester (for "awaiting my approval").
-    pub requester_not: Option<String>,
-    /// Only requests made at or before this time (approval deadlines).
-    pub created_by: Option<OffsetDateTime>,
-    /// Only sessions whose time box ends at or before this time (TTL ends).
-    pub expires_by: Option<OffsetDateTime>,
-    /// Only sessions finished after this time whose recording hash is not anchored yet.
-    pub unanchored_since: Option<OffsetDateTime>,
-    /// Only sessions finished after this time whose row names a recording segment rather
-    /// than the final recording (their end could not store it).
-    pub final_missing_since: Option<OffsetDateTime>,
-    /// Only ids older than this one (paging).
-    pub before: Option<Uuid>,
-    /// Page size.
-    pub limit: u32,
 }
 
 /// Session storage.
@@ -246,6 +220,8 @@ macro_rules! sql_store {
         use crate::store::row::{Binder, EventRow, SessionRow, Value, FIXED, MUTABLE};
         use crate::store::{EventDraft, ListFilter, Store, StoreError};
 
+        crate::store::list::list_query!($db);
+
         /// Binds each column as the next value of a comma-separated list (`VALUES (...)`).
         impl<'a> Binder<'a> for Separated<'_, 'a, $db, &'static str> {
             fn bind<T: Value<'a>>(&mut self, _column: &'static str, value: &'a T) {
@@ -364,69 +340,9 @@ macro_rules! sql_store {
             }
 
             async fn list(&self, f: &ListFilter) -> Result<Vec<Session>, StoreError> {
-                if f.environments_in.as_ref().is_some_and(|v| v.is_empty()) {
+                let Some(mut q) = list_query(f) else {
                     return Ok(Vec::new());
-                }
-                let mut q: QueryBuilder<'_, $db> =
-                    QueryBuilder::new("SELECT * FROM breakglass_sessions WHERE 1 = 1");
-                if let Some(e) = &f.environment {
-                    q.push(" AND environment = ").push_bind(e.as_str());
-                }
-                if let Some(s) = f.state {
-                    q.push(" AND state = ").push_bind(s.as_str());
-                }
-                if let Some(r) = &f.requester {
-                    q.push(" AND requester = ").push_bind(r.as_str());
-                }
-                if let Some(r) = &f.requester_not {
-                    q.push(" AND requester <> ").push_bind(r.as_str());
-                }
-                // One environment asked for: visibility is then a yes or no, decided here, so
-                // the query names that environment alone and its combined indexes give the
-                // page. The visibility expression below beside it made PostgreSQL, which cannot
-                // estimate it, take every row of the combination and sort them (a requester's
-                // 6,666 of 100,000: 9.7 ms, against 0.2 ms without it).
-                let visible = match (&f.environment, f.environments_in.as_deref()) {
-                    (Some(e), Some(v)) if !v.contains(e) => return Ok(Vec::new()),
-                    (Some(_), _) => None,
-                    (None, v) => v,
                 };
-                // Several visible environments are matched by an expression no index serves:
-                // an environment index cannot give them newest first, and a planner without
-                // statistics (SQLite gathers none itself) would sort every visible row (100,000:
-                // 19 ms on SQLite, 200 ms on PostgreSQL) instead of walking the ids backwards.
-                match visible {
-                    Some([one]) => {
-                        q.push(" AND environment = ").push_bind(one.as_str());
-                    }
-                    Some(envs) => {
-                        q.push(" AND environment || '' IN (");
-                        let mut sep = q.separated(", ");
-                        for e in envs {
-                            sep.push_bind(e.as_str());
-                        }
-                        q.push(")");
-                    }
-                    None => {}
-                }
-                if let Some(t) = f.created_by {
-                    q.push(" AND created_at <= ").push_bind(t);
-                }
-                if let Some(t) = f.expires_by {
-                    q.push(" AND expires_at <= ").push_bind(t);
-                }
-                if let Some(t) = f.unanchored_since {
-                    q.push(" AND recording_key IS NOT NULL AND rekor_uuid IS NULL AND finished_at > ")
-                        .push_bind(t);
-                }
-                if let Some(t) = f.final_missing_since {
-                    q.push(" AND recording_key LIKE '%/segment-%' AND finished_at > ")
-                        .push_bind(t);
-                }
-                if let Some(b) = f.before {
-                    q.push(" AND id < ").push_bind(b);
-                }
-                q.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(f.limit));
                 let rows = q.build_query_as::<SessionRow>().fetch_all(&self.pool).await?;
                 rows.into_iter().map(Session::try_from).collect()
             }
