@@ -5,6 +5,13 @@ use std::process::ExitCode;
 use breakglass_server::config::{Config, ServeArgs};
 use clap::{Parser, Subcommand};
 
+/// mimalloc rather than the C library's allocator: the SQLite driver copies each value of a
+/// row on its connection's thread and the request's task frees it on another, and glibc's
+/// arenas serialise those frees (`perf record` of the store bench's 200-row lists: 26 % of the
+/// samples in `malloc`/`free` and the arena lock, BENCHMARKS.md, store fix 8).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Break-glass for Kubernetes: time-boxed, recorded debug access to pods.
 #[derive(Debug, Parser)]
 #[command(name = "breakglass-server", version)]
