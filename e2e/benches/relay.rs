@@ -101,6 +101,13 @@ async fn relay_figures(b: &Bench) {
         println!(
             "relay-bulk output={mb}MB runs (direct | relayed, MB/s): {base:.1?} | {ours:.1?}; server CPU per MB relayed: {cpu:.1?} ms"
         );
+        // Each relayed run against the direct run just before it: when the machine's speed
+        // moves between runs, the pairs keep what the medians of the two sides mix up.
+        let paired: Vec<f64> = base.iter().zip(&ours).map(|(b, o)| o / b).collect();
+        println!(
+            "relay-bulk output={mb}MB each run over the direct run before it: {paired:.3?}, median {:.3}",
+            median(paired.clone())
+        );
         let (base, ours) = (median(base), median(ours));
         local_rates.push(ours);
         let fig = Figure::new("relay-bulk", "median", "MB/s", base, ours)
