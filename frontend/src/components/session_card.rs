@@ -2,17 +2,11 @@
 //! and Terminate), reviews due, the history, and guardrail health.
 
 use breakglass_shared::api::{ListQuery, MAX_PAGE};
-use breakglass_shared::Session;
 use leptos::prelude::*;
 
 use crate::components::guardrails::Guardrails;
 use crate::components::queue_strip::{live_list, ListStates, QueueStrip};
 use crate::components::session_list::{History, SessionRows};
-
-/// Whether a session is between approval and its end (holds or is getting cluster access).
-pub fn in_progress(s: &Session) -> bool {
-    s.state.is_in_progress()
-}
 
 /// Sessions in progress, live (one environment, or all).
 #[component]
@@ -38,7 +32,7 @@ pub fn ActiveSessions(
             limit: Some(MAX_PAGE),
             ..Default::default()
         },
-        move |s| in_progress(s) && env.as_ref().is_none_or(|e| *e == s.environment),
+        move |s| s.state.is_in_progress() && env.as_ref().is_none_or(|e| *e == s.environment),
     );
     let items = move || list.get().and_then(Result::ok).unwrap_or_default();
     // The titles are ASCII words.

@@ -46,14 +46,23 @@ pub struct ListFilter {
 /// `None` when the filter can match nothing (no environment visible).
 macro_rules! list_query {
     ($db:ty) => {
-        /// `AND <column> IN (...)` of `states`, bound; `column` is `state` or an expression of it.
-        fn push_states(q: &mut QueryBuilder<'_, $db>, column: &str, states: &[SessionState]) {
+        /// `AND <column> IN (...)` of `values`, bound; `column` may be an expression of one.
+        fn push_in<'a, 'v: 'a>(
+            q: &mut QueryBuilder<'a, $db>,
+            column: &str,
+            values: impl IntoIterator<Item = &'v str>,
+        ) {
             q.push(" AND ").push(column).push(" IN (");
             let mut sep = q.separated(", ");
-            for s in states {
-                sep.push_bind(s.as_str());
+            for v in values {
+                sep.push_bind(v);
             }
             q.push(")");
+        }
+
+        /// The wire names of `states`.
+        fn names(states: &[SessionState]) -> impl Iterator<Item = &'static str> + '_ {
+            states.iter().map(|s| s.as_str())
         }
 
         fn list_query(f: &ListFilter) -> Option<QueryBuilder<'_, $db>> {
@@ -86,14 +95,14 @@ macro_rules! list_query {
                 q.push(" AND requester <> ").push_bind(r.as_str());
             }
             if f.in_progress {
-                push_states(&mut q, "state", &SessionState::IN_PROGRESS);
+                push_in(&mut q, "state", names(&SessionState::IN_PROGRESS));
             }
             // The terms of the partial index of migration 0006, which holds only the due
             // sessions, so the page is read from it whatever the table's size; the states
             // by an expression, or the state index (every ended session) is taken instead.
             if f.review_due {
                 q.push(" AND glass_broken_by IS NOT NULL AND review_at IS NULL");
-                push_states(&mut q, "state || ''", &SessionState::REVIEWABLE);
+                push_in(&mut q, "state || ''", names(&SessionState::REVIEWABLE));
             }
             if let Some(a) = &f.approver {
                 q.push(" AND approver = ").push_bind(a.as_str());
@@ -116,14 +125,7 @@ macro_rules! list_query {
                 Some([one]) => {
                     q.push(environment).push_bind(one.as_str());
                 }
-                Some(envs) => {
-                    q.push(" AND environment || '' IN (");
-                    let mut sep = q.separated(", ");
-                    for e in envs {
-                        sep.push_bind(e.as_str());
-                    }
-                    q.push(")");
-                }
+                Some(envs) => push_in(&mut q, "environment || ''", envs.iter().map(String::as_str)),
                 None => {}
             }
             if let Some(t) = f.created_by {
