@@ -6,11 +6,14 @@
 //! `perf record -g` on it gives the profile those fixes cite.
 #![allow(clippy::unwrap_used)]
 
+#[path = "common/request.rs"]
+mod request;
+
 use std::time::Instant;
 
 use breakglass_server::store::{EventDraft, ListFilter};
-use breakglass_shared::session::NewSession;
-use breakglass_shared::{Mode, Session, Tier};
+use breakglass_shared::{Session, Tier};
+use request::request;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -117,21 +120,9 @@ where
     ms(t, rounds)
 }
 
-/// Session `i`: a Ground request (approved at once), as the store bench makes them.
+/// Session `i`: a Ground request (approved at once) with its creation event.
 fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
-    let new = NewSession {
-        environment: "ground".into(),
-        tier: Tier::Ground,
-        namespace: "payments".into(),
-        pod: format!("worker-{}", i % 97),
-        target_container: None,
-        mode: Mode::Live,
-        reason: "investigating stuck payment worker".into(),
-        ticket: None,
-        duration_minutes: 30,
-        recycle: false,
-        requester: format!("person{}", i % 50),
-    };
+    let new = request(i, "ground", Tier::Ground, format!("person{}", i % 50));
     let created = EventDraft {
         actor: new.requester.clone(),
         kind: "create".into(),

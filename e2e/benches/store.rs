@@ -14,14 +14,17 @@
 //! their states by the shared state machine, before the server starts on the database.
 #![allow(clippy::unwrap_used)]
 
+#[path = "common/request.rs"]
+mod request;
+
 use std::time::{Duration, Instant};
 
 use breakglass_e2e::bench::{self, Dist, Figure, Target};
 use breakglass_e2e::server::ServerProcess;
 use breakglass_server::store::EventDraft;
 use breakglass_shared::api::SessionPage;
-use breakglass_shared::session::NewSession;
-use breakglass_shared::{Actor, Mode, PermissionSet, Session, SessionEvent, SessionState, Tier};
+use breakglass_shared::{Actor, PermissionSet, Session, SessionEvent, SessionState, Tier};
+use request::request;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -402,18 +405,10 @@ fn history(i: usize, n: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)
     } else {
         now - time::Duration::minutes((n - i) as i64 + 120)
     };
-    let new = NewSession {
-        environment: if flight { "flight" } else { "ground" }.into(),
-        tier: if flight { Tier::Flight } else { Tier::Ground },
-        namespace: "payments".into(),
-        pod: format!("worker-{}", i % 97),
-        target_container: None,
-        mode: Mode::Live,
-        reason: "investigating stuck payment worker".into(),
-        ticket: None,
-        duration_minutes: 30,
-        recycle: false,
-        requester: requester.clone(),
+    let new = if flight {
+        request(i, "flight", Tier::Flight, requester.clone())
+    } else {
+        request(i, "ground", Tier::Ground, requester.clone())
     };
     let s = Session::new_request(Uuid::now_v7(), new, created);
     let person = |name: &str, self_approve: bool| Actor::User {
