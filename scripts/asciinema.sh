@@ -23,13 +23,12 @@ installed() {
     [[ -x "$BIN" ]] && "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('asciinema') != '$ASCIINEMA_VERSION')" 2>/dev/null
 }
 
-install() {
+cmd_install() {
     venv_install "$VENV" "asciinema==$ASCIINEMA_VERSION" installed
 }
 
-[[ $# -ge 1 ]] || usage
-case "$1" in
-    install) install ;;
-    path) install; echo "$BIN" ;;
-    *) install; exec "$BIN" "$@" ;;
-esac
+cmd_path() { cmd_install; echo "$BIN"; }
+# Anything else is an asciinema command line.
+cmd_default() { cmd_install; exec "$BIN" "$@"; }
+
+dispatch "$@"

@@ -23,7 +23,7 @@ k8s_version() {
   awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$SRC/go.mod"
 }
 
-build() {
+cmd_build() {
   local version hash out ldflags tmp
   version=$(k8s_version)
   ldflags="-s -w"
@@ -56,9 +56,9 @@ build() {
   echo "$out"
 }
 
-start() {
+cmd_start() {
   local bin data_dir_set=0 kube_dir_set=0 arg
-  bin=$(build)
+  bin=$(cmd_build)
   for arg in "$@"; do
     case "$arg" in
       --data-dir|--data-dir=*) data_dir_set=1 ;;
@@ -71,8 +71,4 @@ start() {
   exec "$bin" "${extra[@]}" "$@"
 }
 
-case "${1:-}" in
-  build) build ;;
-  start) shift; start "$@" ;;
-  *) echo "usage: $0 build | start [--port P] [--cluster-name N] [--trust-issuer-dir K1] [--keep-data] ..." >&2; exit 2 ;;
-esac
+dispatch "$@"

@@ -24,6 +24,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export BREAKGLASS_CACHE=${BREAKGLASS_CACHE:-/var/cache/breakglass}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BREAKGLASS_CACHE/target}
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
 
 PORT=${BREAKGLASS_DEMO_PORT:-8080}
 LISTEN=
@@ -58,13 +60,7 @@ ENVS=(dev prod)
 declare -A TIER=([dev]=ground [prod]=flight)
 
 T0=$(date +%s%N)
-ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
-secs() { local ms=$1; printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100)); }
 say() { printf '%s\n' "$*"; }
-STEP_T=0
-step() { STEP_T=$(date +%s%N); printf '==> %s\n' "$*"; }
-done_step() { printf '    done in %s%s\n' "$(secs "$(ms_since "$STEP_T")")" "${1:+: $1}"; }
-die() { printf 'dev.sh: error: %s\n' "$*" >&2; exit 1; }
 
 # One demo per data directory. The lock is held by this script and inherited by the server
 # and the control planes, so leftovers of a killed demo keep it too.
@@ -134,7 +130,7 @@ cleanup() {
   if [[ -n ${PID[log]:-} ]]; then scripts/rekor.sh stop "$DIR/rekor" >/dev/null 2>&1 || true; fi
   if ((STARTED_POSTGRES)); then scripts/postgres.sh stop 8>&- || true; fi
   : >"$PIDS"
-  say "    stopped everything in $(secs "$(ms_since "$t")"); the data stays in $DIR (scripts/dev.sh --reset wipes it)"
+  say "    stopped everything in $(secs_since "$t"); the data stays in $DIR (scripts/dev.sh --reset wipes it)"
 }
 trap 'cleanup; exit 130' INT
 trap 'cleanup; exit 143' TERM
@@ -145,7 +141,7 @@ trap cleanup EXIT
 step "test control plane binary (Go; cached per source version)"
 CP_BIN=${BREAKGLASS_CONTROLPLANE_BIN:-}
 [[ -n $CP_BIN ]] || CP_BIN=$(scripts/controlplane.sh build)
-done_step
+step_done
 
 # The control planes boot (about 10 s, little CPU) while the Rust builds are checked.
 for env in "${ENVS[@]}"; do
@@ -165,18 +161,18 @@ frontend_inputs=(frontend/src frontend/index.html frontend/Cargo.toml frontend/p
 step "frontend (trunk build --release)"
 if [[ -f frontend/dist/index.html ]] \
    && [[ -z $(find "${frontend_inputs[@]}" -newer frontend/dist/index.html -print -quit 2>/dev/null) ]]; then
-  done_step "up to date"
+  step_done "up to date"
 else
   tools_t=$(date +%s%N)
   say "    toolchain: scripts/install-tools.sh (first time ~10 min; log: $STATE/toolchain.log)"
   scripts/install-tools.sh 2>&1 | tee "$STATE/toolchain.log" | sed -n 's/^\[install-tools\]/   /p' \
     || { tail -n 30 "$STATE/toolchain.log" >&2; die "installing the frontend toolchain failed (log: $STATE/toolchain.log)"; }
-  say "    toolchain ready in $(secs "$(ms_since "$tools_t")")"
+  say "    toolchain ready in $(secs_since "$tools_t")"
   say "    trunk build --release (log: $STATE/frontend-build.log)"
   # shellcheck source=env.sh
   (source scripts/env.sh && trunk build --release) >"$STATE/frontend-build.log" 2>&1 \
     || { tail -n 30 "$STATE/frontend-build.log" >&2; die "the frontend build failed (log: $STATE/frontend-build.log)"; }
-  done_step "built"
+  step_done "built"
 fi
 
 step "server (cargo build -p breakglass-server)"
@@ -187,13 +183,13 @@ if [[ -z $SERVER_BIN ]]; then
   cargo build -p breakglass-server || die "cargo build -p breakglass-server failed (above)"
   SERVER_BIN=$CARGO_TARGET_DIR/debug/breakglass-server
 fi
-done_step
+step_done
 
 # --- clusters ------------------------------------------------------------------------------
 
 step "control planes dev and prod (etcd, kube-apiserver, controllers, simulated node)"
-WAIT_T=$STEP_T
-STEP_T=$CP_T
+WAIT_T=$_STEP_AT
+_STEP_AT=$CP_T
 declare -A SERVER_URL=()
 for env in "${ENVS[@]}"; do
   kube=$DIR/clusters/$env/kube
@@ -212,7 +208,7 @@ for env in "${ENVS[@]}"; do
 done
 # "done in" counts from their start, which ran beside the builds; the wait here is what they
 # added to the run.
-done_step "dev at ${SERVER_URL[dev]}, prod at ${SERVER_URL[prod]} (booted beside the builds; waited $(secs "$(ms_since "$WAIT_T")") here)"
+step_done "dev at ${SERVER_URL[dev]}, prod at ${SERVER_URL[prod]} (booted beside the builds; waited $(secs_since "$WAIT_T") here)"
 
 # The server's configuration: the two environments, each reached with the server's own
 # service account of its cluster; everything else on the embedded defaults.
@@ -270,7 +266,7 @@ done
 for i in "${!ENVS[@]}"; do
   wait "${apply_pids[i]}" || { cat "$STATE/guardrails-${ENVS[i]}.txt" >&2; die "policies apply for ${ENVS[i]} failed"; }
 done
-done_step "$(grep -h -o '^applied [0-9]* objects' "$STATE"/guardrails-*.txt | awk '{s += $2} END {print s}') guardrail objects, doctor: all in place; $n workload objects"
+step_done "$(grep -h -o '^applied [0-9]* objects' "$STATE"/guardrails-*.txt | awk '{s += $2} END {print s}') guardrail objects, doctor: all in place; $n workload objects"
 
 # --- transparency log (only when already built: never a build for the demo) -----------------
 LOG_URL=
@@ -291,9 +287,9 @@ if ((WITH_LOG)) && [[ -x $BREAKGLASS_CACHE/bin/rekor-server && -x $BREAKGLASS_CA
     for n in trillian_log_server trillian_log_signer rekor-server; do started "log-$n" "$(cat "$DIR/rekor/$n.pid")"; done
     PID[log]=1
     printf '\n[recording.transparency_log]\nurl = "%s"\n' "$LOG_URL" >>"$CONFIG"
-    done_step "$LOG_URL"
+    step_done "$LOG_URL"
   else
-    done_step "not started: $(tail -n1 "$STATE/rekor.err"); recordings are kept without it"
+    step_done "not started: $(tail -n1 "$STATE/rekor.err"); recordings are kept without it"
   fi
 fi
 
@@ -310,7 +306,7 @@ for ((i = 0; i < 600; i++)); do
   sleep 0.1
 done
 [[ -n $URL ]] || die "the server did not listen within 60 s (log: $STATE/server.log)"
-done_step
+step_done
 
 cat <<EOF
 
@@ -330,7 +326,7 @@ Try this:
   2. As bob (in a private window), approve it from the queue strip on the home page.
   3. As alice, type in the terminal that appears; end it, then bob opens its recording from the session page.
 
-Ready in $(secs "$(ms_since "$T0")"). Logs: $STATE/server.log, $DIR/clusters/*/kube/controlplane.log.
+Ready in $(secs_since "$T0"). Logs: $STATE/server.log, $DIR/clusters/*/kube/controlplane.log.
 Kubectl: KUBECONFIG=$DIR/clusters/prod/kube/admin.kubeconfig kubectl get pods -A
 Ctrl-C stops everything this started; the data stays in $DIR (--reset wipes it).
 EOF

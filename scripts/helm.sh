@@ -19,6 +19,7 @@ HELM_VERSION="v3.22.0"
 PINNED_BIN="$BIN_DIR/helm-$HELM_VERSION"
 
 cmd_install() {
+    args 0 install "$@"
     [[ -x "$PINNED_BIN" ]] && return 0
     # Test binaries may call this at once; one builds, the others find the pinned binary.
     lock "$BIN_DIR/.helm.lock"
@@ -30,11 +31,9 @@ cmd_install() {
         -ldflags="-s -w -X=$HELM_MODULE/internal/version.version=$HELM_VERSION"
 }
 
-[[ $# -ge 1 ]] || usage
-case "$1" in
-    install) [[ $# -eq 1 ]] || die "usage: $0 install"; cmd_install ;;
-    path) cmd_install; echo "$PINNED_BIN" ;;
-    bin) [[ -x "$PINNED_BIN" ]] || die "helm $HELM_VERSION is not installed; run: scripts/helm.sh install"; echo "$PINNED_BIN" ;;
-    -h | --help | help) usage ;;
-    *) cmd_install; exec "$PINNED_BIN" "$@" ;;
-esac
+cmd_path() { cmd_install; echo "$PINNED_BIN"; }
+cmd_bin() { [[ -x "$PINNED_BIN" ]] || die "helm $HELM_VERSION is not installed; run: scripts/helm.sh install"; echo "$PINNED_BIN"; }
+# Anything else is a helm command line.
+cmd_default() { cmd_install; exec "$PINNED_BIN" "$@"; }
+
+dispatch "$@"

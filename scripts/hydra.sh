@@ -36,6 +36,7 @@ START_TIMEOUT="${HYDRA_START_TIMEOUT:-60}"
 # `go get -tool`: Hydra's go.mod replaces gobuffalo/pop with ORY's fork, and replace directives
 # only apply to the main module (see also the hydra-client-go note below). No `sqlite` tag (that driver needs cgo): PostgreSQL only.
 cmd_install() {
+    args 0 install "$@"
     if [[ -x "$HYDRA_BIN" ]]; then
         note "hydra $HYDRA_VERSION already installed: $HYDRA_BIN"
         return 0
@@ -132,14 +133,6 @@ cmd_stop() {
     fi
 }
 
-[[ $# -ge 1 ]] || usage
-sub="$1"
-shift
-case "$sub" in
-    install) [[ $# -eq 0 ]] || die "usage: $0 install"; cmd_install ;;
-    start) cmd_start "$@" ;;
-    stop) cmd_stop "$@" ;;
-    path) [[ -x "$HYDRA_BIN" ]] || exit 1; echo "$HYDRA_BIN" ;;
-    -h | --help | help) usage ;;
-    *) echo "hydra.sh: unknown subcommand '$sub'" >&2; usage ;;
-esac
+cmd_path() { [[ -x "$HYDRA_BIN" ]] || exit 1; echo "$HYDRA_BIN"; }
+
+dispatch "$@"

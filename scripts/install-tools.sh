@@ -26,8 +26,9 @@ TOOLS_BIN="$TOOLS_ROOT/bin"
 TOOLS_BUILD="$CACHE_DIR/tools-build"
 FRONTEND_DIR="$REPO_ROOT/frontend"
 
-log() { printf '[install-tools] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+# shellcheck source=scripts/lib.sh
+source "$REPO_ROOT/scripts/lib.sh"
+log() { note "$*"; }
 timed() { # timed LABEL CMD... : run CMD, log its wall time
   local label=$1 start end; shift
   start=$(date +%s)

@@ -1,12 +1,18 @@
 # shellcheck shell=bash
-# The toolkit the service scripts share (s3.sh, rekor.sh, hydra.sh, oauth2-proxy.sh,
-# controlplane.sh, postgres.sh, asciinema.sh, helm.sh, hadolint.sh): messages, the cache
-# layout, pinned Go builds from the Go module proxy, pinned Python tools in virtualenvs,
-# PostgreSQL databases, background servers with pid files, waiting for them, stopping them.
+# The toolkit every script shares (the service scripts s3.sh, rekor.sh, hydra.sh,
+# oauth2-proxy.sh, controlplane.sh, postgres.sh, asciinema.sh, helm.sh, hadolint.sh, and the
+# drivers test.sh, test-env.sh, bench.sh, dev.sh, install-tools.sh, fuzz-api.sh, .ci/run):
+# messages, timed steps, subcommand dispatch, the cache layout, pinned Go builds from the Go
+# module proxy, pinned Python tools in virtualenvs, PostgreSQL databases, background servers
+# with pid files, waiting for them, stopping them.
 # Source it:
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # Messages name the sourcing script ($0); everything but a command's result goes to stderr,
 # so `eval "$(scripts/X.sh start ...)"` stays safe.
+
+# Sourced twice in one shell (test.sh, then test-env.sh), it keeps the first one's state.
+[[ -n ${_BREAKGLASS_LIB:-} ]] && return 0
+_BREAKGLASS_LIB=1
 
 # The repository (for the scripts that source this file).
 # shellcheck disable=SC2034
@@ -17,6 +23,68 @@ BIN_DIR="$CACHE/bin"
 
 die() { echo "$(basename "$0"): error: $*" >&2; exit 1; }
 note() { echo "$(basename "$0"): $*" >&2; }
+
+# ---------------------------------------------------------------- steps
+
+# step NAME...: begins a step of a long script, closing the one before with its time, so every
+# step's time is printed (CI's budget is read from these lines). step_done [NOTE] closes the
+# current step now, with a note on what it did. steps_summary, at the end (or from an EXIT
+# trap), closes the last step and lists them all with the total. Wall-clock time.
+_STEP_T0=$(date +%s%N)
+_STEP_NAME=""
+_STEP_AT=0
+_STEP_TIMES=()
+# secs_since NANOS: the time since NANOS (from `date +%s%N`) as seconds with one decimal.
+secs_since() {
+    local ms=$((($(date +%s%N) - $1) / 1000000))
+    printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100))
+}
+step() {
+    step_done
+    _STEP_NAME="$*"
+    _STEP_AT=$(date +%s%N)
+    printf '\n==> %s (at %s)\n' "$*" "$(secs_since "$_STEP_T0")" >&2
+}
+step_done() {
+    [[ -n $_STEP_NAME ]] || return 0
+    local took
+    took=$(secs_since "$_STEP_AT")
+    _STEP_TIMES+=("$(printf '%8s  %s' "$took" "$_STEP_NAME")")
+    printf '    done in %s%s\n' "$took" "${1:+: $1}" >&2
+    _STEP_NAME=""
+}
+steps_summary() {
+    step_done
+    ((${#_STEP_TIMES[@]} > 0)) || return 0
+    printf '\n==> %s: step times (total %s)\n' "$(basename "$0")" "$(secs_since "$_STEP_T0")" >&2
+    printf '%s\n' "${_STEP_TIMES[@]}" >&2
+}
+
+# dispatch ARGS...: the service scripts' command line: runs cmd_SUB (dashes as underscores)
+# with the remaining arguments. No subcommand, `help` or `-h` prints the usage; an unknown one
+# goes to cmd_default with every argument where the script wraps a tool (helm.sh ARGS runs
+# helm), else prints the usage.
+dispatch() {
+    (($# > 0)) || usage
+    local sub="$1"
+    case "$sub" in -h | --help | help) usage ;; esac
+    if declare -F "cmd_${sub//-/_}" >/dev/null; then
+        shift
+        "cmd_${sub//-/_}" "$@"
+    elif declare -F cmd_default >/dev/null; then
+        cmd_default "$@"
+    else
+        note "unknown subcommand '$sub'"
+        usage
+    fi
+}
+
+# args N USAGE ARGS...: dies with "usage: $0 USAGE" unless exactly N arguments follow.
+args() {
+    local n="$1" use="$2"
+    shift 2
+    (($# == n)) || die "usage: $0 $use"
+}
 
 # The comment block at the top of the script (up to `set -euo`), as its usage; exits 2.
 usage() {

@@ -19,6 +19,7 @@ PROXY_VERSION="v7.15.6"
 PROXY_BIN="$BIN_DIR/oauth2-proxy-$PROXY_VERSION"
 
 cmd_install() {
+    args 0 install "$@"
     if [[ -x "$PROXY_BIN" ]]; then
         note "oauth2-proxy $PROXY_VERSION already installed: $PROXY_BIN"
         return 0
@@ -36,12 +37,6 @@ cmd_install() {
     note "built oauth2-proxy $PROXY_VERSION in $((SECONDS - start))s: $PROXY_BIN"
 }
 
-[[ $# -ge 1 ]] || usage
-sub="$1"
-shift
-case "$sub" in
-    install) [[ $# -eq 0 ]] || die "usage: $0 install"; cmd_install ;;
-    path) [[ -x "$PROXY_BIN" ]] || exit 1; echo "$PROXY_BIN" ;;
-    -h | --help | help) usage ;;
-    *) echo "oauth2-proxy.sh: unknown subcommand '$sub'" >&2; usage ;;
-esac
+cmd_path() { [[ -x "$PROXY_BIN" ]] || exit 1; echo "$PROXY_BIN"; }
+
+dispatch "$@"

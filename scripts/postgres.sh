@@ -8,7 +8,6 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DIR=${BREAKGLASS_PG_DIR:-$CACHE/postgres}
 PORT=${BREAKGLASS_PG_PORT:-55432}
-cmd=${1:-start}
 
 pg_bin() {
   local d
@@ -36,8 +35,7 @@ as_pg() {
   fi
 }
 
-case "$cmd" in
-  start)
+cmd_start() {
     mkdir -p "$DIR"
     [ "$(id -u)" = 0 ] && { id postgres >/dev/null 2>&1 || useradd --system --home-dir "$DIR" --shell /bin/sh postgres; chown postgres "$DIR"; }
     if [ ! -f "$DIR/data/PG_VERSION" ]; then
@@ -53,10 +51,10 @@ case "$cmd" in
     done
     "$BIN/pg_isready" -h 127.0.0.1 -p "$PORT" -q || die "PostgreSQL did not start; see $DIR/server.log"
     echo "BREAKGLASS_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PORT/postgres"
-    ;;
-  stop)
+}
+
+cmd_stop() {
     as_pg "$BIN/pg_ctl" -D "$DIR/data" -m fast stop >/dev/null 2>&1 || true
-    ;;
-  *)
-    echo "usage: $0 start|stop" >&2; exit 2 ;;
-esac
+}
+
+dispatch "${@:-start}"

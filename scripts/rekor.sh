@@ -97,6 +97,7 @@ installed() {
 }
 
 cmd_install() {
+    args 0 install "$@"
     if installed; then
         note "rekor-server $REKOR_VERSION and trillian $TRILLIAN_VERSION already installed in $BIN_DIR"
         return 0
@@ -352,16 +353,4 @@ cmd_destroy() {
 
 # ---------------------------------------------------------------- main
 
-[[ $# -ge 1 ]] || usage
-sub="$1"
-shift
-case "$sub" in
-    install) [[ $# -eq 0 ]] || die "usage: $0 install"; cmd_install ;;
-    start) cmd_start "$@" ;;
-    stop) cmd_stop "$@" ;;
-    status) cmd_status "$@" ;;
-    env) cmd_env "$@" ;;
-    destroy) cmd_destroy "$@" ;;
-    -h | --help | help) usage ;;
-    *) echo "rekor.sh: unknown subcommand '$sub'" >&2; usage ;;
-esac
+dispatch "$@"

@@ -50,6 +50,7 @@ START_TIMEOUT="${S3_START_TIMEOUT:-30}"
 # ---------------------------------------------------------------- install
 
 cmd_install() {
+    args 0 install "$@"
     if [[ -x "$PINNED_BIN" ]]; then
         note "versitygw $VERSITYGW_VERSION already installed: $PINNED_BIN"
         return 0
@@ -247,17 +248,4 @@ cmd_add_user() {
 
 # ---------------------------------------------------------------- main
 
-[[ $# -ge 1 ]] || usage
-sub="$1"
-shift
-case "$sub" in
-    install) [[ $# -eq 0 ]] || die "usage: $0 install"; cmd_install ;;
-    start) cmd_start "$@" ;;
-    stop) cmd_stop "$@" ;;
-    status) cmd_status "$@" ;;
-    env) cmd_env "$@" ;;
-    create-bucket) cmd_create_bucket "$@" ;;
-    add-user) cmd_add_user "$@" ;;
-    -h | --help | help) usage ;;
-    *) echo "s3.sh: unknown subcommand '$sub'" >&2; usage ;;
-esac
+dispatch "$@"

