@@ -7,7 +7,11 @@
 //! `BENCH_REPORT` names a file, appends the figure to it as one JSON line.
 //!
 //! Short mode (`BENCH_SHORT=1`, used by `scripts/test.sh`) runs every figure on small sizes so
-//! the harness cannot rot; it never judges a time.
+//! the harness cannot rot; it never judges a time. What it does judge is the table's shape:
+//! `scripts/bench-table.py --check` (the one list of the rows every run must produce) fails
+//! when a row is missing or unregistered, or when a baseline, a value or a ratio is zero,
+//! infinite or NaN. JSON has no numbers for the last two, so they are written as the strings
+//! `"NaN"`, `"inf"` and `"-inf"`: the check can then say which it was.
 
 use std::io::Write;
 use std::time::Duration;
@@ -90,6 +94,9 @@ pub enum Target {
     AtMost(f64),
     /// Both: at most `abs` in the unit and at most `ratio` times the baseline.
     AtMostAndRatio { abs: f64, ratio: f64 },
+    /// (value − baseline) / `count` at most `each`: what each of `count` things (open
+    /// terminals) adds to a total whose baseline is the same total without them.
+    PlusEachAtMost { each: f64, count: usize },
 }
 
 impl Target {
@@ -101,6 +108,7 @@ impl Target {
             Target::PlusAtMost(d) => value - baseline <= d,
             Target::AtMost(a) => value <= a,
             Target::AtMostAndRatio { abs, ratio: r } => value <= abs && ratio <= r,
+            Target::PlusEachAtMost { each, count } => (value - baseline) / count as f64 <= each,
         }
     }
 
@@ -112,6 +120,9 @@ impl Target {
             Target::AtMost(a) => format!("at most {a} {unit}"),
             Target::AtMostAndRatio { abs, ratio } => {
                 format!("at most {abs} {unit} and {ratio}x")
+            }
+            Target::PlusEachAtMost { each, count } => {
+                format!("at most +{each} {unit} each of {count}")
             }
         }
     }
@@ -137,7 +148,9 @@ pub struct Figure {
     pub size: String,
     /// What the baseline is, in words.
     pub baseline_is: String,
+    #[serde(serialize_with = "number")]
     pub baseline: f64,
+    #[serde(serialize_with = "number")]
     pub value: f64,
     /// Unit of `baseline` and `value`: `ms`, `MB/s`, `KB`...
     pub unit: String,
@@ -188,10 +201,25 @@ impl Figure {
     }
 }
 
+/// `v` as a JSON number, or as `"NaN"`, `"inf"`, `"-inf"`, which JSON has no number for
+/// (serde_json would write `null`, and the check could not tell a NaN from an infinity).
+fn number<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() {
+        s.serialize_f64(*v)
+    } else if v.is_nan() {
+        s.serialize_str("NaN")
+    } else if *v > 0.0 {
+        s.serialize_str("inf")
+    } else {
+        s.serialize_str("-inf")
+    }
+}
+
 #[derive(Serialize)]
 struct Line<'a> {
     #[serde(flatten)]
     figure: &'a Figure,
+    #[serde(serialize_with = "number")]
     ratio: f64,
     met: Option<bool>,
     target_text: Option<String>,
@@ -221,14 +249,7 @@ pub fn report(figure: &Figure) {
     let Ok(path) = std::env::var("BENCH_REPORT") else {
         return;
     };
-    let line = Line {
-        figure,
-        ratio: figure.ratio(),
-        met: figure.met(),
-        target_text,
-        short: short(),
-    };
-    let written = serde_json::to_string(&line)
+    let written = json_line(figure, target_text)
         .map_err(std::io::Error::other)
         .and_then(|json| {
             let mut file = std::fs::OpenOptions::new()
@@ -242,7 +263,19 @@ pub fn report(figure: &Figure) {
     }
 }
 
+/// The figure as the one JSON line `report` appends.
+fn json_line(figure: &Figure, target_text: Option<String>) -> serde_json::Result<String> {
+    serde_json::to_string(&Line {
+        figure,
+        ratio: figure.ratio(),
+        met: figure.met(),
+        target_text,
+        short: short(),
+    })
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -268,5 +301,40 @@ mod tests {
             ratio: 2.0,
         });
         assert_eq!(f.met(), Some(false));
+    }
+
+    #[test]
+    fn a_target_per_thing_judges_the_added_total_over_the_count() {
+        let target = Target::PlusEachAtMost {
+            each: 200.0,
+            count: 1000,
+        };
+        let f = Figure::new("x", "total", "KB", 50_000.0, 249_000.0).target(target);
+        assert_eq!(f.met(), Some(true));
+        let f = Figure::new("x", "total", "KB", 50_000.0, 251_000.0).target(target);
+        assert_eq!(f.met(), Some(false));
+        assert_eq!(target.describe("KB"), "at most +200 KB each of 1000");
+    }
+
+    /// The check in `scripts/bench-table.py` reads these; `null` (serde_json's default for a
+    /// non-finite number) would not say which of the three it was.
+    #[test]
+    fn numbers_json_has_none_for_are_written_by_name() {
+        let json = |f: &Figure| -> serde_json::Value {
+            serde_json::from_str(&json_line(f, None).unwrap()).unwrap()
+        };
+        let finite = json(&Figure::new("x", "p99", "ms", 2.0, 3.0));
+        assert_eq!(finite["baseline"], 2.0);
+        assert_eq!(finite["value"], 3.0);
+        assert_eq!(finite["ratio"], 1.5);
+        let zero_baseline = json(&Figure::new("x", "p99", "ms", 0.0, 3.0));
+        assert_eq!(zero_baseline["baseline"], 0.0);
+        assert_eq!(zero_baseline["ratio"], "inf");
+        let nan = json(&Figure::new("x", "p99", "ms", f64::NAN, 3.0));
+        assert_eq!(nan["baseline"], "NaN");
+        assert_eq!(nan["ratio"], "NaN");
+        let negative = json(&Figure::new("x", "p99", "ms", 1.0, f64::NEG_INFINITY));
+        assert_eq!(negative["value"], "-inf");
+        assert_eq!(negative["ratio"], "-inf");
     }
 }

@@ -45,14 +45,48 @@ pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     Ok(cpu_ticks(pid)? as f64 / ticks_per_second()?)
 }
 
-/// Percent of one core the process used over `window`, measured by its own CPU clock.
+/// Nanoseconds each of the process's threads has run so far, by thread id (the first field of
+/// `/proc/<pid>/task/<tid>/schedstat`). Unlike `/proc/<pid>/stat`, whose times are whole clock
+/// ticks (10 ms), this sees the few milliseconds an idle server uses in a window: the full
+/// run's 10 s held one tick of it, a short run's window often none, and a baseline of 0 makes
+/// every ratio to it infinite.
+fn thread_cpu_ns(pid: u32) -> anyhow::Result<std::collections::HashMap<u32, u64>> {
+    let mut threads = std::collections::HashMap::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let entry = entry?;
+        let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        // A thread that ended since the directory was read has no file any more.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        let ns = stat
+            .split_whitespace()
+            .next()
+            .context("empty schedstat")?
+            .parse()?;
+        threads.insert(tid, ns);
+    }
+    Ok(threads)
+}
+
+/// Percent of one core the process used over `window`, to the nanosecond: the run time its
+/// threads gained, those started in the window counted whole. A thread that ends within the
+/// window takes its share with it (the server's threads are its runtime's workers and its
+/// database connections, which live as long as it does; tokio's blocking threads linger 10 s
+/// idle before they end).
 pub async fn cpu_percent(pid: u32, window: Duration) -> anyhow::Result<f64> {
-    let hz = ticks_per_second()?;
-    let before = cpu_ticks(pid)?;
+    let before = thread_cpu_ns(pid)?;
     let start = Instant::now();
     tokio::time::sleep(window).await;
-    let used = (cpu_ticks(pid)? - before) as f64 / hz;
-    Ok(100.0 * used / start.elapsed().as_secs_f64())
+    let after = thread_cpu_ns(pid)?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let used: u64 = after
+        .iter()
+        .map(|(tid, ns)| ns.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum();
+    Ok(100.0 * used as f64 / 1e9 / elapsed)
 }
 
 /// With `BENCH_PERF=DIR`, records a call-graph profile of `pid` for `window` into
