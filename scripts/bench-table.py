@@ -1,19 +1,69 @@
 #!/usr/bin/env python3
-"""Renders the benchmarks' figures (JSON lines written by e2e/src/bench.rs) as a Markdown table.
+"""Renders the benchmarks' figures (JSON lines written by e2e/src/bench.rs) as a Markdown table,
+and checks that the table is whole.
 
-With --expect ID..., fails (exit 1) when one of those figures is missing from the file, so the
-short mode of scripts/bench.sh catches a benchmark that stopped producing a figure.
+    scripts/bench-table.py REPORT            the table
+    scripts/bench-table.py REPORT --check    the table, then exit 1 naming every row that is
+                                             missing, unregistered, reported twice, or whose
+                                             baseline, value or ratio is zero, infinite or NaN
+    scripts/bench-table.py --self-test       the check's own tests (scripts/bench.sh runs them)
+
+FIGURES below is the one list of the rows a run must produce: a bench that adds a figure
+registers it there, or the check fails on its rows. The check judges no time; a zero, an
+infinity or a NaN is never a measurement but a bench that measured nothing (an empty window,
+a baseline left at a constant 0, a division by it).
 """
 import argparse
 import json
+import math
 import sys
+
+# Figure id -> (its stats, how many sizes in the full run, how many in the short run). Every
+# size of a figure carries every one of its stats. The sizes are the benches' own
+# (`bench::sizes` in e2e/benches/); a bench that changes how many it measures changes them here.
+FIGURES = {
+    # e2e/benches/relay.rs
+    "relay-keystroke": (("p50", "p95", "p99"), 3, 3),
+    "relay-bulk": (("median",), 3, 3),
+    "recording-bulk": (("median",), 3, 3),
+    "idle-rss": (("total",), 3, 3),
+    "idle-cpu": (("mean",), 3, 3),
+    # e2e/benches/activation.rs
+    "activation": (("p50", "p95"), 3, 2),
+    # e2e/benches/store.rs
+    "store-list-sqlite": (("p99",), 3, 2),
+    "store-get-sqlite": (("p99",), 3, 2),
+    "store-list-postgres": (("p99",), 3, 2),
+    "store-get-postgres": (("p99",), 3, 2),
+    # e2e/benches/sse.rs
+    "sse-fanout": (("p99",), 4, 3),
+    # e2e/benches/frontend.rs
+    "page-weight": (("total",), 4, 4),
+    "player-seek": (("p50", "max"), 3, 3),
+}
+
+# What e2e/src/bench.rs writes for the numbers JSON has none for; `null` is what reports
+# written before it named them hold instead.
+NON_FINITE = {"NaN": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def number(v):
+    """The float behind a report's number, NaN for `null` or anything else not a number."""
+    if isinstance(v, str):
+        return NON_FINITE.get(v, math.nan)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return math.nan
+    return float(v)
 
 
 def fmt(v):
     if v is None:
         return "-"
-    if v == float("inf"):
-        return "inf"
+    v = number(v)
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
     if abs(v) >= 100:
         return f"{v:.0f}"
     if abs(v) >= 10:
@@ -21,33 +71,191 @@ def fmt(v):
     return f"{v:.3g}"
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("report")
-    ap.add_argument("--expect", nargs="*", default=[])
-    args = ap.parse_args()
+def row_name(r):
+    return " ".join(str(p) for p in (r.get("id"), r.get("stat"), r.get("size")) if p)
+
+
+def problems(rows, figures=None):
+    """Every reason the rows are not a whole, sound table (empty when they are), each naming
+    the row or figure it is about."""
+    figures = FIGURES if figures is None else figures
+    found = []
+    modes = {bool(r.get("short")) for r in rows}
+    if len(modes) > 1:
+        found.append("the report mixes rows of the short and the full run")
+    short = modes == {True}
+    # id -> stat -> the sizes it was reported at, in order
+    seen = {}
+    for r in rows:
+        name = row_name(r)
+        spec = figures.get(r.get("id"))
+        if spec is None:
+            found.append(
+                f"{name}: not a registered figure (add {r.get('id')!r} to FIGURES in "
+                "scripts/bench-table.py)"
+            )
+            continue
+        if r.get("stat") not in spec[0]:
+            found.append(
+                f"{name}: stat {r.get('stat')!r} not registered for {r['id']} "
+                f"(registered: {', '.join(spec[0])})"
+            )
+        for field in ("baseline", "value", "ratio"):
+            v = number(r.get(field))
+            if math.isnan(v):
+                shown = "missing" if field not in r else "null" if r[field] is None else "NaN"
+                found.append(f"{name}: {field} is {shown}")
+            elif math.isinf(v):
+                found.append(f"{name}: {field} is {fmt(v)}")
+            elif v == 0:
+                found.append(f"{name}: {field} is zero")
+        sizes = seen.setdefault(r["id"], {}).setdefault(r.get("stat"), [])
+        if r.get("size") in sizes:
+            found.append(f"{name}: reported twice")
+        sizes.append(r.get("size"))
+    for fid, (stats, full, short_count) in figures.items():
+        by_stat = seen.get(fid)
+        if not by_stat:
+            found.append(f"{fid}: missing (no row)")
+            continue
+        all_sizes = []
+        for sizes in by_stat.values():
+            all_sizes += [s for s in sizes if s not in all_sizes]
+        for stat in stats:
+            for size in all_sizes:
+                if size not in by_stat.get(stat, []):
+                    found.append(f"{fid} {stat} {size}: missing")
+        want = short_count if short else full
+        if len(all_sizes) != want:
+            found.append(
+                f"{fid}: {len(all_sizes)} sizes ({'; '.join(map(str, all_sizes))}), "
+                f"{want} registered for the {'short' if short else 'full'} run"
+            )
+    return found
+
+
+def read(path):
     rows = []
-    with open(args.report) as f:
-        for line in f:
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
             line = line.strip()
             if line:
-                rows.append(json.loads(line))
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    sys.exit(f"{path}:{n}: not a JSON line ({e}); e2e/src/bench.rs writes one a figure")
+    return rows
+
+
+def table(rows):
     print("| figure | stat | size | baseline | value | unit | ratio | target | verdict |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         verdict = {True: "met", False: "**missed**", None: "-"}[r.get("met")]
-        baseline = fmt(r["baseline"])
+        baseline = fmt(r.get("baseline"))
         if r.get("baseline_is"):
             baseline += f" ({r['baseline_is']})"
         print(
-            f"| {r['id']} | {r['stat']} | {r['size'] or '-'} | {baseline} | {fmt(r['value'])} "
-            f"| {r['unit']} | {fmt(r['ratio'])}x | {r.get('target_text') or '-'} | {verdict} |"
+            f"| {r.get('id')} | {r.get('stat')} | {r.get('size') or '-'} | {baseline} "
+            f"| {fmt(r.get('value'))} | {r.get('unit')} | {fmt(r.get('ratio'))}x "
+            f"| {r.get('target_text') or '-'} | {verdict} |"
         )
-    seen = {r["id"] for r in rows}
-    missing = [e for e in args.expect if e not in seen]
-    if missing:
-        print(f"figures missing from {args.report}: {', '.join(missing)}", file=sys.stderr)
-        sys.exit(1)
+
+
+def self_test():
+    """The check on made-up reports: a whole one passes, and each way of not being whole fails
+    naming the row."""
+    figures = {
+        "a": (("p50", "p99"), 3, 2),
+        "b": (("total",), 1, 1),
+    }
+
+    def whole(short=True):
+        sizes = ["n=1", "n=2"] if short else ["n=1", "n=2", "n=3"]
+        rows = [
+            {"id": "a", "stat": stat, "size": size, "baseline": 2.0, "value": 3.0,
+             "ratio": 1.5, "short": short}
+            for size in sizes
+            for stat in ("p50", "p99")
+        ]
+        rows.append({"id": "b", "stat": "total", "size": "page", "baseline": 37.0,
+                     "value": 300, "ratio": 8.1, "short": short})
+        return rows
+
+    def expect(rows, *wanted):
+        got = problems(rows, figures)
+        for w in wanted:
+            if not any(w in p for p in got):
+                raise AssertionError(f"expected a problem with {w!r}, got {got}")
+        if not wanted and got:
+            raise AssertionError(f"expected none, got {got}")
+
+    expect(whole())
+    expect(whole(short=False))
+    # A JSON line as e2e/src/bench.rs writes it, read back as the check reads a report.
+    expect([json.loads(json.dumps(r)) for r in whole()])
+
+    rows = whole()
+    del rows[3]
+    expect(rows, "a p99 n=2: missing")
+    expect([r for r in whole() if r["id"] != "b"], "b: missing (no row)")
+    expect([r for r in whole() if r.get("size") != "n=2"], "a: 1 sizes (n=1), 2 registered for the short run")
+    expect(whole(short=True)[:4] + whole(short=False)[6:], "mixes rows")
+    expect(whole(short=False)[:4] + whole(short=False)[6:], "a: 2 sizes", "full run")
+
+    for field in ("baseline", "value", "ratio"):
+        for bad, shown in [(0.0, "zero"), (0, "zero"), ("inf", "inf"), ("-inf", "-inf"),
+                           ("NaN", "NaN"), (None, "null"), (math.inf, "inf"), (math.nan, "NaN")]:
+            rows = whole()
+            rows[1][field] = bad
+            expect(rows, f"a p99 n=1: {field} is {shown}")
+        rows = whole()
+        del rows[4][field]
+        expect(rows, f"b total page: {field} is missing")
+    # json.loads accepts the non-standard NaN and Infinity a report from elsewhere may hold.
+    rows = whole()
+    rows[0] = json.loads(json.dumps(rows[0]).replace("1.5", "Infinity"))
+    expect(rows, "a p50 n=1: ratio is inf")
+
+    rows = whole()
+    rows.append(dict(rows[0]))
+    expect(rows, "a p50 n=1: reported twice")
+    rows = whole()
+    rows.append({"id": "c", "stat": "p99", "size": "", "baseline": 1, "value": 1, "ratio": 1})
+    expect(rows, "c p99: not a registered figure")
+    rows = whole()
+    rows[4]["stat"] = "p95"
+    expect(rows, "b p95 page: stat 'p95' not registered", "b total page: missing")
+
+    # The real registry: every figure has stats and a size count for both runs.
+    for fid, (stats, full, short) in FIGURES.items():
+        if not (stats and full > 0 and short > 0):
+            raise AssertionError(f"FIGURES[{fid!r}] registers no row")
+    print(f"bench-table.py: self-test passed ({len(FIGURES)} figures registered)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report", nargs="?")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless every registered row is there, finite and non-zero")
+    ap.add_argument("--self-test", action="store_true", help="test the check itself")
+    args = ap.parse_args()
+    if args.self_test:
+        self_test()
+        if not args.report:
+            return
+    if not args.report:
+        ap.error("a report (JSON lines) is needed")
+    rows = read(args.report)
+    table(rows)
+    if args.check:
+        found = problems(rows)
+        if found:
+            print(f"\nthe figures in {args.report} are not whole:", file=sys.stderr)
+            for p in found:
+                print(f"  {p}", file=sys.stderr)
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@
 #                               no time (scripts/test.sh runs this)
 #
 # The figures go to $BENCH_REPORT (JSON lines, default under $BREAKGLASS_CACHE/bench/) and the
-# table to stdout; `scripts/bench-table.py FILE` renders it again.
+# table to stdout; `scripts/bench-table.py FILE` renders it again. Either mode then fails, naming
+# the row, when a row registered in scripts/bench-table.py (FIGURES) is missing or one not
+# registered appears, or when a baseline, a value or a ratio is zero, infinite or NaN: a figure
+# that measured nothing, or a baseline that was not measured.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -17,6 +20,9 @@ if [ "${1:-}" = "--short" ]; then
   export BENCH_SHORT=1
   shift
 fi
+
+# The check the table gets at the end, tested before anything is measured.
+python3 scripts/bench-table.py --self-test
 
 # scripts/test.sh calls the short mode with everything already installed and started.
 if [ -z "${BENCH_ENV_READY:-}" ]; then
@@ -39,7 +45,8 @@ else
   export BREAKGLASS_SERVER_BIN="$CARGO_TARGET_DIR/release/breakglass-server"
 fi
 
-# bench target (package:name) -> the figures it must produce.
+# The bench targets (package:name); the rows each must produce are registered in
+# scripts/bench-table.py (FIGURES).
 BENCHES=(
   "breakglass-e2e:relay"
   "breakglass-e2e:activation"
@@ -54,7 +61,4 @@ for b in "${BENCHES[@]}"; do
 done
 
 step "figures (from $BENCH_REPORT)"
-python3 scripts/bench-table.py "$BENCH_REPORT" --expect \
-  relay-keystroke relay-bulk recording-bulk idle-rss idle-cpu activation \
-  store-list-sqlite store-get-sqlite store-list-postgres store-get-postgres \
-  sse-fanout player-seek page-weight
+python3 scripts/bench-table.py "$BENCH_REPORT" --check
