@@ -1,8 +1,10 @@
 //! DESIGN.md section 13's two browser figures: `page-weight` (the first page's bytes over the
-//! wire as the server sends them, against the 37 KB Leptos + xterm hello page) and
-//! `player-seek` (a seek anywhere in a long cast until xterm shows it, against replaying from
-//! the start). Needs the built frontend (`BREAKGLASS_STATIC_DIR`, default `frontend/dist`),
-//! Chromium with chromedriver and the test control plane; `BENCHMARKS.md` has the method.
+//! wire as the server sends them, against a Leptos + xterm hello page built and weighed the
+//! same way in the same run: `frontend/hello/`) and `player-seek` (a seek anywhere in a long
+//! cast until xterm shows it, against replaying from the start). Needs the built frontend
+//! (`BREAKGLASS_STATIC_DIR`, default `frontend/dist`), the frontend toolchain
+//! (`scripts/install-tools.sh`, for the hello page), Chromium with chromedriver and the test
+//! control plane; `BENCHMARKS.md` has the method.
 #![allow(clippy::unwrap_used)]
 
 #[path = "frontend/cast.rs"]
