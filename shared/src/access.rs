@@ -4,7 +4,7 @@
 //! server would accept.
 
 use crate::permissions::{Permission, PermissionSet};
-use crate::session::{ReviewError, Session, SessionState, Tier, TransitionError};
+use crate::session::{ReviewError, Session, SessionEvent, SessionState, Tier, TransitionError};
 
 /// Something a person asks to do with a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
@@ -200,10 +200,25 @@ impl Session {
     }
 }
 
+impl SessionEvent {
+    /// The person's action this event carries out (whose rule [`Session::may`] states), for the
+    /// events people cause.
+    pub fn action(&self) -> Option<Action> {
+        Some(match self {
+            SessionEvent::Approve { .. } => Action::Approve,
+            SessionEvent::Deny { .. } => Action::Deny,
+            SessionEvent::BreakGlass { .. } => Action::BreakGlass,
+            SessionEvent::End { .. } => Action::End,
+            SessionEvent::Terminate { .. } => Action::Terminate,
+            _ => return None,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::tests::{session_in, NOW};
+    use crate::session::testing::{session_in, NOW};
     use crate::session::{Actor, SessionEvent, Verdict};
 
     fn perms(request: bool, approve: bool, terminate: bool, self_approve: bool) -> PermissionSet {

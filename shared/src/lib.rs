@@ -14,6 +14,7 @@ pub mod permissions;
 pub mod recording;
 pub mod session;
 pub mod terminal;
+pub mod transition;
 pub mod validate;
 
 pub use error::{ErrorBody, ErrorCode};

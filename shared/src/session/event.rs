@@ -1,0 +1,243 @@
+//! What happens to a session: who causes it, the events, the progress recorded on the row, and
+//! why an event is refused.
+
+use serde::{Deserialize, Serialize};
+
+use super::kinds::{EndReason, SessionState};
+use crate::permissions::{Permission, PermissionSet};
+
+/// Who causes an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    /// A signed-in person with the permissions they hold in the session's environment.
+    User {
+        /// User name.
+        name: String,
+        /// Permissions in the session's environment.
+        permissions: PermissionSet,
+    },
+    /// The server itself (activation, sweep, relay).
+    System,
+}
+
+impl Actor {
+    /// Name written to the events table.
+    pub fn name(&self) -> &str {
+        match self {
+            Actor::User { name, .. } => name,
+            Actor::System => "system",
+        }
+    }
+
+    /// The person's name and permissions; `None` for the server.
+    pub(crate) fn user(&self) -> Option<(&str, &PermissionSet)> {
+        match self {
+            Actor::User { name, permissions } => Some((name, permissions)),
+            Actor::System => None,
+        }
+    }
+}
+
+/// Something that happened to a session in a cluster, recorded on the row without changing its
+/// state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[serde(tag = "kind")]
+pub enum Progress {
+    /// The grant RoleBinding exists.
+    GrantCreated {
+        /// RoleBinding name.
+        name: String,
+    },
+    /// The process-access annotation was set on the pod.
+    ProcessAccessAnnotated,
+    /// The ephemeral debug container was added (live mode).
+    DebugContainerAdded {
+        /// Container name.
+        name: String,
+    },
+    /// The hardened copy pod was created (copy mode).
+    CopyPodCreated {
+        /// Pod name.
+        name: String,
+        /// Debug container name inside it.
+        container: String,
+    },
+    /// A version of the recording was stored.
+    RecordingStored(RecordingRef),
+    /// The recording's final hash was anchored in a transparency log.
+    Anchored(RekorEntry),
+    /// A cleanup step finished (free text for the audit trail).
+    CleanupStep {
+        /// What was removed.
+        detail: String,
+    },
+}
+
+/// Everything that can happen to a session.
+#[derive(Debug, Clone, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum SessionEvent {
+    /// A second person approves (Flight).
+    Approve {
+        /// The approver.
+        by: Actor,
+    },
+    /// A second person refuses (Flight).
+    Deny {
+        /// The approver.
+        by: Actor,
+        /// Why (shown to the requester).
+        reason: String,
+    },
+    /// A holder of `self` activates a Flight session without a second person.
+    BreakGlass {
+        /// Who broke the glass.
+        by: Actor,
+    },
+    /// The requester ends their own session: before activation it is withdrawn, after it ends.
+    End {
+        /// The requester.
+        by: Actor,
+    },
+    /// A holder of `terminate` ends someone's session.
+    Terminate {
+        /// Who terminated it.
+        by: Actor,
+    },
+    /// The server ends a session (TTL, pod gone, relay or recording failure, operator force).
+    SystemEnd {
+        /// Why; `UserEnded` and `Terminated` are for people and are refused here.
+        reason: EndReason,
+    },
+    /// Approval (or activation) did not come in time.
+    Expire,
+    /// The server starts creating the cluster objects.
+    BeginActivation,
+    /// The debug container runs.
+    Activated,
+    /// Activation failed and everything created was removed.
+    ActivationFailed {
+        /// What went wrong, for the requester.
+        error: String,
+    },
+    /// Everything the session created in the cluster is gone.
+    CleanupDone,
+    /// A step in the cluster or the recording was done; the state stays.
+    Progress(Progress),
+}
+
+impl SessionEvent {
+    /// Short stable name for the events table and metrics: the variant in snake case
+    /// (`break_glass`, `cleanup_done`).
+    pub fn kind(&self) -> &'static str {
+        self.into()
+    }
+
+    /// Who causes it.
+    pub fn actor(&self) -> &Actor {
+        match self {
+            SessionEvent::Approve { by }
+            | SessionEvent::Deny { by, .. }
+            | SessionEvent::BreakGlass { by }
+            | SessionEvent::End { by }
+            | SessionEvent::Terminate { by } => by,
+            _ => &Actor::System,
+        }
+    }
+
+    /// Free-text detail for the events table.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            SessionEvent::Deny { reason, .. } => Some(reason.clone()),
+            SessionEvent::SystemEnd { reason } => Some(reason.kind().to_string()),
+            SessionEvent::ActivationFailed { error } => Some(error.clone()),
+            SessionEvent::Progress(p) => serde_json::to_string(p).ok(),
+            _ => None,
+        }
+    }
+
+    /// True for events only the server itself may cause.
+    pub fn is_system(&self) -> bool {
+        matches!(self.actor(), Actor::System)
+    }
+}
+
+/// Why an event was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionError {
+    /// The session is in a final state; nothing more can happen to it.
+    #[error("the session is {state} and can no longer change")]
+    Final {
+        /// The current state.
+        state: SessionState,
+    },
+    /// The event makes no sense in the current state.
+    #[error("cannot {event} a session that is {state}")]
+    WrongState {
+        /// The current state.
+        state: SessionState,
+        /// The refused event's kind.
+        event: &'static str,
+    },
+    /// The requester tried to approve or deny their own request.
+    #[error("you cannot approve or deny your own request; ask another approver")]
+    OwnRequest,
+    /// Only the requester may do this.
+    #[error("only the requester ({requester}) can do this")]
+    NotRequester {
+        /// The session's requester.
+        requester: String,
+    },
+    /// A permission is missing in the session's environment.
+    #[error("you need the {0} permission in this environment")]
+    MissingPermission(Permission),
+    /// Approval and breaking the glass exist only on Flight.
+    #[error("this is a Ground environment: requests are approved automatically")]
+    NotFlight,
+    /// A person tried a server-only event, or the server a person-only one.
+    #[error("the {event} event cannot be caused by {actor}")]
+    WrongActor {
+        /// The refused event's kind.
+        event: &'static str,
+        /// Who tried.
+        actor: String,
+    },
+}
+
+impl TransitionError {
+    /// True when the refusal is about who asked (403) rather than when (409).
+    pub fn is_forbidden(&self) -> bool {
+        matches!(
+            self,
+            TransitionError::OwnRequest
+                | TransitionError::NotRequester { .. }
+                | TransitionError::MissingPermission(_)
+                | TransitionError::WrongActor { .. }
+        )
+    }
+}
+
+/// Where the recording of a session is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct RecordingRef {
+    /// Object key, `sessions/<id>.cast`.
+    pub key: String,
+    /// Object version id of the stored version (empty for stores without versions).
+    pub version: String,
+    /// Lowercase hex SHA-256 of that version's bytes.
+    pub sha256: String,
+    /// Byte count of that version.
+    pub bytes: u64,
+}
+
+/// A transparency-log entry anchoring the recording's final hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct RekorEntry {
+    /// Entry UUID.
+    pub uuid: String,
+    /// Log index.
+    pub log_index: i64,
+}

@@ -1,0 +1,324 @@
+//! The state machine's table, its person rules as `apply` enforces them, reviews and late
+//! anchoring, and random event sequences.
+
+#![allow(clippy::unwrap_used)]
+
+use proptest::prelude::*;
+use time::Duration;
+use uuid::Uuid;
+
+use crate::permissions::{Permission, PermissionSet};
+use crate::session::testing::{all_events, req, session_in, user, NOW};
+use crate::session::{
+    Actor, EndReason, Progress, RecordingRef, RekorEntry, ReviewError, Session, SessionEvent,
+    SessionState, Tier, TransitionError, Verdict,
+};
+
+/// The whole table: for each tier, state and event, the expected next state or `None` for a
+/// refusal. Written out by hand so that any change to the machine shows up here.
+fn expected(tier: Tier, state: SessionState, event: &SessionEvent) -> Option<SessionState> {
+    use SessionState as S;
+    let flight = tier == Tier::Flight;
+    match (state, event.kind()) {
+        (s, _) if s.is_final() => None,
+        (S::PendingApproval, "approve") if flight => Some(S::Approved),
+        (S::PendingApproval, "deny") if flight => Some(S::Denied),
+        (S::PendingApproval, "break_glass") if flight => Some(S::Approved),
+        (S::PendingApproval | S::Approved, "end") => Some(S::Withdrawn),
+        (S::Activating | S::Active, "end") => Some(S::Ending),
+        (S::Approved | S::Activating | S::Active, "terminate") => Some(S::Ending),
+        (S::Activating | S::Active, "system_end") => Some(S::Ending),
+        (S::PendingApproval | S::Approved, "expire") => Some(S::Expired),
+        (S::Approved, "begin_activation") => Some(S::Activating),
+        (S::Activating, "activated") => Some(S::Active),
+        (S::Activating, "activation_failed") => Some(S::Failed),
+        (S::Ending, "cleanup_done") => Some(S::Ended),
+        (S::Activating | S::Active | S::Ending, "progress") => Some(state),
+        _ => None,
+    }
+}
+
+#[test]
+fn every_state_event_pair_is_a_transition_or_a_typed_error() {
+    let mut checked = 0;
+    for tier in [Tier::Ground, Tier::Flight] {
+        for state in SessionState::ALL {
+            for event in all_events() {
+                let s = session_in(state, tier);
+                let got = s.apply(&event, NOW);
+                match (expected(tier, state, &event), got) {
+                    (Some(want), Ok(next)) => {
+                        assert_eq!(next.state, want, "{tier:?} {state} {}", event.kind());
+                        assert_eq!(next.version, s.version + 1);
+                    }
+                    (None, Err(e)) => {
+                        if state.is_final() {
+                            assert_eq!(e, TransitionError::Final { state });
+                        }
+                    }
+                    (want, got) => {
+                        panic!(
+                            "{tier:?} {state} {}: want {want:?}, got {got:?}",
+                            event.kind()
+                        )
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 2 * 10 * 12);
+}
+
+#[test]
+fn requester_cannot_approve_own_request() {
+    let s = session_in(SessionState::PendingApproval, Tier::Flight);
+    let e = s
+        .apply(
+            &SessionEvent::Approve {
+                by: user("alice", PermissionSet::ALL),
+            },
+            NOW,
+        )
+        .unwrap_err();
+    assert_eq!(e, TransitionError::OwnRequest);
+    assert!(e.is_forbidden());
+}
+
+#[test]
+fn approve_needs_the_permission_and_break_glass_needs_self() {
+    let s = session_in(SessionState::PendingApproval, Tier::Flight);
+    let mut only_request = PermissionSet::NONE;
+    only_request.request = true;
+    assert_eq!(
+        s.apply(
+            &SessionEvent::Approve {
+                by: user("carol", only_request)
+            },
+            NOW
+        ),
+        Err(TransitionError::MissingPermission(Permission::Approve))
+    );
+    let mut approver = PermissionSet::NONE;
+    approver.approve = true;
+    assert_eq!(
+        s.apply(
+            &SessionEvent::BreakGlass {
+                by: user("alice", approver)
+            },
+            NOW
+        ),
+        Err(TransitionError::MissingPermission(Permission::SelfApprove))
+    );
+    let next = s
+        .apply(
+            &SessionEvent::BreakGlass {
+                by: user("alice", PermissionSet::ALL),
+            },
+            NOW,
+        )
+        .unwrap();
+    assert_eq!(next.glass_broken_by.as_deref(), Some("alice"));
+    assert!(next.is_authorized_for_flight());
+}
+
+#[test]
+fn only_the_requester_ends_and_terminate_needs_permission() {
+    let s = session_in(SessionState::Active, Tier::Ground);
+    assert!(matches!(
+        s.apply(
+            &SessionEvent::End {
+                by: user("bob", PermissionSet::ALL)
+            },
+            NOW
+        ),
+        Err(TransitionError::NotRequester { .. })
+    ));
+    assert_eq!(
+        s.apply(
+            &SessionEvent::Terminate {
+                by: user("bob", PermissionSet::NONE)
+            },
+            NOW
+        ),
+        Err(TransitionError::MissingPermission(Permission::Terminate))
+    );
+    let next = s
+        .apply(
+            &SessionEvent::Terminate {
+                by: user("bob", PermissionSet::ALL),
+            },
+            NOW,
+        )
+        .unwrap();
+    assert_eq!(
+        next.end_reason,
+        Some(EndReason::Terminated { by: "bob".into() })
+    );
+    let done = next.apply(&SessionEvent::CleanupDone, NOW).unwrap();
+    assert_eq!(done.state, SessionState::Ended);
+    assert_eq!(
+        done.end_reason,
+        Some(EndReason::Terminated { by: "bob".into() })
+    );
+}
+
+#[test]
+fn people_cannot_send_system_events_and_the_system_cannot_approve() {
+    let s = session_in(SessionState::PendingApproval, Tier::Flight);
+    assert!(matches!(
+        s.apply(&SessionEvent::Approve { by: Actor::System }, NOW),
+        Err(TransitionError::WrongActor { .. })
+    ));
+    let a = session_in(SessionState::Active, Tier::Flight);
+    assert!(matches!(
+        a.apply(
+            &SessionEvent::SystemEnd {
+                reason: EndReason::UserEnded
+            },
+            NOW
+        ),
+        Err(TransitionError::WrongActor { .. })
+    ));
+}
+
+#[test]
+fn activation_sets_the_deadline_and_refuses_an_unapproved_flight_row() {
+    let s = session_in(SessionState::Activating, Tier::Ground);
+    let a = s.apply(&SessionEvent::Activated, NOW).unwrap();
+    assert_eq!(a.expires_at, Some(NOW + Duration::minutes(30)));
+    let mut forged = session_in(SessionState::Approved, Tier::Flight);
+    forged.approver = Some("alice".into());
+    assert!(forged.apply(&SessionEvent::BeginActivation, NOW).is_err());
+}
+
+#[test]
+fn late_anchoring_only_once_on_an_ended_recorded_session() {
+    let entry = RekorEntry {
+        uuid: "ab".repeat(40),
+        log_index: 7,
+    };
+    let recording = RecordingRef {
+        key: "sessions/x.cast".into(),
+        version: "3".into(),
+        sha256: "00".repeat(32),
+        bytes: 10,
+    };
+    for state in SessionState::ALL {
+        let mut s = session_in(state, Tier::Flight);
+        s.recording = Some(recording.clone());
+        let r = s.anchor_late(&entry);
+        if state == SessionState::Ended {
+            let next = r.unwrap();
+            assert_eq!(next.version, s.version + 1);
+            assert_eq!(next.rekor.as_ref(), Some(&entry));
+            let mut only_entry = next.clone();
+            only_entry.rekor = None;
+            only_entry.version = s.version;
+            assert_eq!(only_entry, s, "nothing else changes");
+            assert!(next.anchor_late(&entry).is_err(), "only once");
+        } else {
+            assert!(r.is_err(), "{state:?}");
+        }
+    }
+    let mut unrecorded = session_in(SessionState::Ended, Tier::Ground);
+    unrecorded.recording = None;
+    assert!(unrecorded.anchor_late(&entry).is_err());
+}
+
+#[test]
+fn review_rules() {
+    let mut s = session_in(SessionState::Ended, Tier::Flight);
+    s.glass_broken_by = Some("alice".into());
+    assert!(s.review_due());
+    assert_eq!(
+        s.review("alice", &PermissionSet::ALL, Verdict::Ok, "", NOW),
+        Err(ReviewError::OwnSession)
+    );
+    assert_eq!(
+        s.review("bob", &PermissionSet::NONE, Verdict::Ok, "", NOW),
+        Err(ReviewError::MissingPermission(Permission::Approve))
+    );
+    let r = s
+        .review("bob", &PermissionSet::ALL, Verdict::Concern, "odd", NOW)
+        .unwrap();
+    assert!(!r.review_due());
+    assert!(matches!(
+        r.review("carol", &PermissionSet::ALL, Verdict::Ok, "", NOW),
+        Err(ReviewError::AlreadyReviewed(_))
+    ));
+    let active = session_in(SessionState::Active, Tier::Flight);
+    assert_eq!(
+        active.review("bob", &PermissionSet::ALL, Verdict::Ok, "", NOW),
+        Err(ReviewError::NotFinished(SessionState::Active))
+    );
+}
+
+fn arb_actor() -> impl Strategy<Value = Actor> {
+    prop_oneof![
+        Just(Actor::System),
+        (
+            prop::sample::select(vec!["alice", "bob", "carol"]),
+            any::<[bool; 4]>()
+        )
+            .prop_map(|(n, p)| Actor::User {
+                name: n.into(),
+                permissions: PermissionSet {
+                    request: p[0],
+                    approve: p[1],
+                    terminate: p[2],
+                    self_approve: p[3],
+                },
+            }),
+    ]
+}
+
+fn arb_event() -> impl Strategy<Value = SessionEvent> {
+    prop_oneof![
+        arb_actor().prop_map(|by| SessionEvent::Approve { by }),
+        arb_actor().prop_map(|by| SessionEvent::Deny {
+            by,
+            reason: "no".into()
+        }),
+        arb_actor().prop_map(|by| SessionEvent::BreakGlass { by }),
+        arb_actor().prop_map(|by| SessionEvent::End { by }),
+        arb_actor().prop_map(|by| SessionEvent::Terminate { by }),
+        Just(SessionEvent::SystemEnd {
+            reason: EndReason::PodGone
+        }),
+        Just(SessionEvent::Expire),
+        Just(SessionEvent::BeginActivation),
+        Just(SessionEvent::Activated),
+        Just(SessionEvent::ActivationFailed { error: "x".into() }),
+        Just(SessionEvent::CleanupDone),
+        Just(SessionEvent::Progress(Progress::ProcessAccessAnnotated)),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn random_sequences_never_leave_a_final_state_nor_skip_flight_approval(
+        flight in any::<bool>(),
+        events in prop::collection::vec(arb_event(), 0..40),
+    ) {
+        let tier = if flight { Tier::Flight } else { Tier::Ground };
+        let mut s = Session::new_request(Uuid::from_u128(9), req(tier), NOW);
+        for e in &events {
+            let before = s.clone();
+            if let Ok(next) = s.apply(e, NOW) {
+                prop_assert!(!before.state.is_final(), "left final state {}", before.state);
+                prop_assert_eq!(next.version, before.version + 1);
+                s = next;
+            }
+            let past_approval = matches!(
+                s.state,
+                SessionState::Approved | SessionState::Activating | SessionState::Active
+                    | SessionState::Ending | SessionState::Ended | SessionState::Failed
+            );
+            if tier == Tier::Flight && past_approval {
+                prop_assert!(s.is_authorized_for_flight(), "Flight skipped approval: {:?}", s);
+                if let Some(a) = &s.approver { prop_assert_ne!(a, &s.requester); }
+            }
+        }
+    }
+}
