@@ -1,98 +1,22 @@
 //! The application shell: who is signed in (and the dev-login switcher), the live feed, the
-//! top bar and the routes. Pages live in [`crate::pages`], components in [`crate::components`].
+//! top bar and the route table. Pages live in [`crate::pages`], components in
+//! [`crate::components`]; what they share with the shell (the signed-in user, the title) is in
+//! [`crate::auth`] and [`crate::title`], below them all.
 
-use breakglass_shared::access::Action;
-use breakglass_shared::api::{EnvironmentInfo, LogoutResponse, WhoAmI, OIDC_LOGIN_PATH};
-use breakglass_shared::{PermissionSet, Session};
+use breakglass_shared::api::{LogoutResponse, WhoAmI, OIDC_LOGIN_PATH};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use crate::api::{self, links};
+use crate::auth::{use_auth, Auth};
+use crate::components::actions::{DenyDrafts, PendingConfirms};
 use crate::components::common::{dynv, ErrorNotice, Loading};
+use crate::components::queue_strip::count_waiting_for_me;
 use crate::fetch::fetch;
 use crate::live::{provide_live, use_live, StreamStatus};
-use crate::router::{provide_router, use_location, Routes, A};
-
-/// Product name shown in the header (keep `<title>` in index.html in step).
-pub const PRODUCT_NAME: &str = "Break-glass";
-
-/// The signed-in user and what they may do (a context).
-#[derive(Clone, Copy)]
-pub struct Auth {
-    /// The server's answer to `whoami` (replaced on sign-in and sign-out).
-    pub me: RwSignal<WhoAmI>,
-}
-
-impl Auth {
-    /// The user's name (tracked).
-    pub fn user(&self) -> Option<String> {
-        self.me.with(|m| m.user.as_ref().map(|u| u.name.clone()))
-    }
-
-    /// An environment the user holds a permission in (tracked).
-    pub fn env(&self, name: &str) -> Option<EnvironmentInfo> {
-        self.me
-            .with(|m| m.environments.iter().find(|e| e.name == name).cloned())
-    }
-
-    /// Whether the user is the requester of `s` (tracked).
-    pub fn is_requester(&self, s: &Session) -> bool {
-        self.user().is_some_and(|u| u == s.requester)
-    }
-
-    /// Whether the server would let the user do `action` to `s` now: the shared rule
-    /// ([`Session::may`]) with the user's permissions in its environment (tracked).
-    pub fn may(&self, s: &Session, action: Action) -> bool {
-        let Some(user) = self.user() else {
-            return false;
-        };
-        let permissions = self
-            .env(&s.environment)
-            .map_or(PermissionSet::NONE, |e| e.permissions);
-        s.may(action, &user, &permissions).is_ok()
-    }
-}
-
-/// The auth context (panics outside the shell, a programming error).
-pub fn use_auth() -> Auth {
-    expect_context::<Auth>()
-}
-
-thread_local! {
-    /// The page's own title and how many requests wait for the signed-in user's decision.
-    static TITLE: std::cell::RefCell<(String, usize)> = const { std::cell::RefCell::new((String::new(), 0)) };
-}
-
-fn render_title() {
-    let (page, waiting) = TITLE.with(|t| t.borrow().clone());
-    let base = if page.is_empty() {
-        PRODUCT_NAME.to_string()
-    } else {
-        format!("{page} · {PRODUCT_NAME}")
-    };
-    // First, so a background tab's title says there is work before it is cut short.
-    let title = if waiting > 0 {
-        format!("({waiting}) {base}")
-    } else {
-        base
-    };
-    if let Some(doc) = web_sys::window().and_then(|w| w.document()) {
-        doc.set_title(&title);
-    }
-}
-
-/// Sets the document title: `<page> · Break-glass`, after `(n)` when n requests wait for the
-/// signed-in user's decision.
-pub fn set_title(page: &str) {
-    TITLE.with(|t| t.borrow_mut().0 = page.to_string());
-    render_title();
-}
-
-/// Sets how many requests wait for the signed-in user's decision (shown in the title).
-pub fn set_waiting_count(n: usize) {
-    TITLE.with(|t| t.borrow_mut().1 = n);
-    render_title();
-}
+use crate::pages;
+use crate::router::{provide_route, provide_router, use_location, Route, A};
+use crate::title::{set_title, PRODUCT_NAME};
 
 /// The app: asks the server who we are, then shows the shell.
 #[component]
@@ -182,14 +106,23 @@ fn Shell(
     }
 }
 
+/// The signed-in user's pages: the page of the address shown, built again only when the route
+/// changes, under the state that outlives a page (drafts, questions, the waiting count).
 #[component]
 fn AppRoutes() -> impl IntoView {
-    crate::components::actions::DenyDrafts::provide();
-    crate::components::actions::PendingConfirms::provide();
-    crate::components::queue_strip::count_waiting_for_me();
-    view! {
-        <Routes/>
-    }
+    DenyDrafts::provide();
+    PendingConfirms::provide();
+    count_waiting_for_me();
+    let route = provide_route();
+    dynv(move || match route.get() {
+        Route::Home => view! { <pages::Home/> }.into_any(),
+        Route::OpsWall => view! { <pages::OpsWall/> }.into_any(),
+        Route::Environment | Route::Namespace => view! { <pages::EnvironmentPage/> }.into_any(),
+        Route::Pod => view! { <pages::PodPage/> }.into_any(),
+        Route::Session => view! { <pages::SessionPage/> }.into_any(),
+        Route::Recording => view! { <pages::RecordingPage/> }.into_any(),
+        Route::NotFound => view! { <pages::NotFound/> }.into_any(),
+    })
 }
 
 #[component]

@@ -1,11 +1,19 @@
 //! Text for people: durations, ages, states and end reasons. Pure functions (host-tested).
 
-use breakglass_shared::session::{Mode, Verdict};
+use breakglass_shared::session::{short_id, Mode, Verdict};
 use breakglass_shared::{EndReason, Session, SessionState, Tier};
 
 mod events;
 pub use events::folded as folded_events;
 use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// How the pages name session `id`: `session` and its [`short_id`], the random tail of the
+/// id, as in the names of its cluster objects. Not the id's first digits: in a UUIDv7 they
+/// are the creation time, the same for every session made within about a minute.
+pub fn session_label(id: Uuid) -> String {
+    format!("session {}", short_id(&id))
+}
 
 /// `1:05:09`, `5:09` or `0:09` for a number of seconds (negative counts as zero).
 pub fn clock(secs: f64) -> String {
@@ -286,6 +294,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sessions_made_a_millisecond_apart_have_different_labels() {
+        // Two UUIDv7 as the server makes them: the time in milliseconds, then random bits.
+        let at = 1_767_268_800_000;
+        let first = uuid::Builder::from_unix_timestamp_millis(at, &[0x11; 10]).into_uuid();
+        let next = uuid::Builder::from_unix_timestamp_millis(at + 1, &[0x22; 10]).into_uuid();
+        assert_eq!(
+            first.to_string()[..8],
+            next.to_string()[..8],
+            "same leading digits"
+        );
+        assert_ne!(session_label(first), session_label(next));
+        assert_eq!(
+            session_label(first),
+            format!("session {}", short_id(&first))
+        );
+    }
+
+    #[test]
     fn clocks_and_ages() {
         assert_eq!(clock(9.9), "0:09");
         assert_eq!(clock(309.0), "5:09");
@@ -369,7 +395,7 @@ mod tests {
 
     #[test]
     fn headline_and_outcome_do_not_repeat_the_state() {
-        let mut s = crate::live::tests::session(0, SessionState::PendingApproval, 1);
+        let mut s = crate::fixtures::session(0, SessionState::PendingApproval, 1);
         s.state = SessionState::Approved;
         s.approver = Some("bob".into());
         let (h, o) = (headline(&s, true), outcome(&s));
@@ -389,7 +415,7 @@ mod tests {
 
     #[test]
     fn a_recording_page_says_why_nothing_was_recorded() {
-        let mut s = crate::live::tests::session(0, SessionState::PendingApproval, 1);
+        let mut s = crate::fixtures::session(0, SessionState::PendingApproval, 1);
         assert!(nothing_recorded(&s).is_some_and(|w| w.contains("waiting for approval")));
         s.state = SessionState::Withdrawn;
         let why = nothing_recorded(&s).unwrap_or_default();

@@ -234,35 +234,10 @@ pub fn use_clock() -> Clock {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use breakglass_shared::session::NewSession;
-    use breakglass_shared::{Mode, SessionState, Tier};
-    use time::OffsetDateTime;
-
-    pub(crate) fn session(n: u128, state: SessionState, version: i64) -> Session {
-        let mut s = Session::new_request(
-            Uuid::from_u128(n),
-            NewSession {
-                environment: "prod".into(),
-                tier: Tier::Flight,
-                namespace: "shop".into(),
-                pod: "web-1".into(),
-                target_container: None,
-                mode: Mode::Live,
-                reason: "checking a stuck worker".into(),
-                ticket: None,
-                duration_minutes: 30,
-                recycle: false,
-                requester: "alice".into(),
-            },
-            OffsetDateTime::from_unix_timestamp(1_700_000_000 + n as i64)
-                .unwrap_or(OffsetDateTime::UNIX_EPOCH),
-        );
-        s.state = state;
-        s.version = version;
-        s
-    }
+    use crate::fixtures::session;
+    use breakglass_shared::SessionState;
 
     #[test]
     fn merge_prefers_newer_and_adds_live_only() {

@@ -1,5 +1,7 @@
 //! Client-side routing: the app's seven routes, links that navigate without reloading, and
-//! the back and forward buttons.
+//! the back and forward buttons. Which page each route shows is the shell's table
+//! (`app.rs`); this module only matches addresses, so pages can read their parameters here
+//! without importing what imports them.
 //!
 //! Why not `leptos_router`: with its matching and nested-route views, generic over every
 //! route, it cost a tenth of the wasm (37 KB of the first page's brotli; frontend/README.md,
@@ -14,9 +16,6 @@
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-
-use crate::components::common::dynv;
-use crate::pages;
 
 /// Where the browser is: the path and the query (with its `?`, or empty).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -165,14 +164,22 @@ fn link_target(ev: &web_sys::MouseEvent) -> Option<String> {
 
 /// The app's routes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Route {
+pub enum Route {
+    /// `/`.
     Home,
+    /// `/ops-wall`.
     OpsWall,
+    /// `/env/:env`.
     Environment,
+    /// `/env/:env/ns/:ns`.
     Namespace,
+    /// `/env/:env/ns/:ns/pod/:pod`.
     Pod,
+    /// `/sessions/:id`.
     Session,
+    /// `/sessions/:id/recording`.
     Recording,
+    /// Any other path.
     NotFound,
 }
 
@@ -246,22 +253,14 @@ pub fn use_params() -> Params {
     expect_context::<Params>()
 }
 
-/// The page of the address shown; built again only when the route changes.
-#[component]
-pub fn Routes() -> impl IntoView {
+/// Matches the address shown against the routes and provides its [`Params`] to the pages
+/// under the current owner. The route it returns changes only when the page must be built
+/// again (not when only its parameters or query change).
+pub fn provide_route() -> Memo<Route> {
     let loc = use_location();
     let matched = Memo::new(move |_| loc.url.with(|u| route_of(&u.path)));
     provide_context(Params(matched));
-    let route = Memo::new(move |_| matched.with(|(r, _)| *r));
-    dynv(move || match route.get() {
-        Route::Home => view! { <pages::Home/> }.into_any(),
-        Route::OpsWall => view! { <pages::OpsWall/> }.into_any(),
-        Route::Environment | Route::Namespace => view! { <pages::EnvironmentPage/> }.into_any(),
-        Route::Pod => view! { <pages::PodPage/> }.into_any(),
-        Route::Session => view! { <pages::SessionPage/> }.into_any(),
-        Route::Recording => view! { <pages::RecordingPage/> }.into_any(),
-        Route::NotFound => view! { <pages::NotFound/> }.into_any(),
-    })
+    Memo::new(move |_| matched.with(|(r, _)| *r))
 }
 
 /// A navigation link: `aria-current="page"` while its page is shown (`exact`: only then;

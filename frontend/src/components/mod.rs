@@ -1,6 +1,7 @@
-//! Reusable components. Pages in [`crate::pages`] compose them.
+//! Reusable components, which the pages compose.
 
 pub mod actions;
+pub mod breadcrumb;
 pub mod common;
 pub mod debug_form;
 pub mod guardrails;

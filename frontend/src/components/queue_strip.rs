@@ -6,7 +6,7 @@ use breakglass_shared::{Session, SessionState};
 use leptos::prelude::*;
 
 use crate::api::{self, links, ApiError};
-use crate::app::use_auth;
+use crate::auth::use_auth;
 use crate::components::actions::{Decision, Decisions, DenyDrafts, SessionActions};
 use crate::components::common::{dynv, Age, Empty, ErrorNotice, Loading, TierBadge};
 use crate::fetch::fetch;
@@ -55,7 +55,7 @@ pub fn ListStates(
 
 /// Whether `s` waits for the signed-in user's decision (they may approve it, and it is not
 /// theirs).
-fn waits_for_me(auth: crate::app::Auth, s: &Session) -> bool {
+fn waits_for_me(auth: crate::auth::Auth, s: &Session) -> bool {
     s.state == SessionState::PendingApproval
         && !auth.is_requester(s)
         && auth.may(s, breakglass_shared::access::Action::Approve)
@@ -76,9 +76,9 @@ pub fn count_waiting_for_me() {
     );
     Effect::new(move |_| {
         let n = list.get().and_then(Result::ok).map_or(0, |v| v.len());
-        crate::app::set_waiting_count(n);
+        crate::title::set_waiting_count(n);
     });
-    on_cleanup(|| crate::app::set_waiting_count(0));
+    on_cleanup(|| crate::title::set_waiting_count(0));
 }
 
 /// Requests waiting for approval.

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 use uuid::Uuid;
 
 use crate::api::{self, links};
-use crate::app::use_auth;
+use crate::auth::use_auth;
 use crate::components::actions::SessionActions;
 use crate::components::common::{
     dynv, focus_lost, focus_soon, Age, ErrorNotice, Loading, TimeLeft,

@@ -8,10 +8,12 @@ use leptos::prelude::*;
 use breakglass_shared::listing::PodInfo;
 
 use crate::api::{self, links};
-use crate::app::{set_title, use_auth};
+use crate::auth::use_auth;
+use crate::components::breadcrumb::Breadcrumb;
 use crate::components::common::{dynv, focus_soon, ClusterLine, Empty, Loading, TierBadge};
 use crate::components::session_card::SessionCard;
 use crate::fetch::fetch;
+use crate::title::set_title;
 
 /// An environment's page.
 #[component]
@@ -43,9 +45,7 @@ fn EnvView(env: String, ns: Memo<Option<String>>) -> impl IntoView {
     };
     let e2 = env.clone();
     view! {
-        <nav class="breadcrumb" aria-label="Breadcrumb">
-            <a href=links::home()>"Home"</a> " › " <span aria-current="page">{env.clone()}</span>
-        </nav>
+        <Breadcrumb steps=Vec::new() current=env.clone()/>
         <header class="page-head">
             <h1>{env.clone()}</h1>
             <TierBadge tier=info.tier/>
@@ -203,28 +203,12 @@ fn OpenPod(env: String, ns: String) -> impl IntoView {
     let pod_value = RwSignal::new(String::new());
     let ns_error = RwSignal::new(None::<String>);
     let pod_error = RwSignal::new(None::<String>);
-    let check_ns = move || {
-        validate::dns_label("namespace", ns_value.get().trim())
-            .err()
-            .map(|e| format!("The namespace {}", e.message))
-    };
-    let check_pod = move || {
-        validate::dns_subdomain("pod", pod_value.get().trim())
-            .err()
-            .map(|e| format!("The pod name {}", e.message))
-    };
-    Effect::new(move |_| {
-        let (n, p) = (check_ns(), check_pod());
-        if n.is_none() && ns_error.get_untracked().is_some() {
-            ns_error.set(None);
-        }
-        if p.is_none() && pod_error.get_untracked().is_some() {
-            pod_error.set(None);
-        }
-    });
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let (n, p) = (check_ns(), check_pod());
+        let (n, p) = (
+            namespace_problem(&ns_value.get_untracked()),
+            pod_problem(&pod_value.get_untracked()),
+        );
         ns_error.set(n.clone());
         pod_error.set(p.clone());
         match (n, p) {
@@ -238,26 +222,50 @@ fn OpenPod(env: String, ns: String) -> impl IntoView {
     };
     view! {
         <form class="open-pod" on:submit=submit aria-label="Open a pod by name" novalidate>
-            <NameField id="open-ns" label="Namespace" value=ns_value error=ns_error/>
-            <NameField id="open-pod" label="Pod" value=pod_value error=pod_error/>
+            <NameField id="open-ns" label="Namespace" value=ns_value error=ns_error problem=namespace_problem/>
+            <NameField id="open-pod" label="Pod" value=pod_value error=pod_error problem=pod_problem/>
             <button type="submit">"Open Debug panel"</button>
         </form>
     }
 }
 
-/// A name field with its error at the field (`aria-invalid` while there is one).
+/// What is wrong with `value` as a namespace name, if anything.
+fn namespace_problem(value: &str) -> Option<String> {
+    validate::dns_label("namespace", value.trim())
+        .err()
+        .map(|e| format!("The namespace {}", e.message))
+}
+
+/// What is wrong with `value` as a pod name, if anything.
+fn pod_problem(value: &str) -> Option<String> {
+    validate::dns_subdomain("pod", value.trim())
+        .err()
+        .map(|e| format!("The pod name {}", e.message))
+}
+
+/// A name field with its error at the field (`aria-invalid` while there is one). The error,
+/// set on submit, goes with the edit that makes the value valid.
 #[component]
 fn NameField(
     id: &'static str,
     label: &'static str,
     value: RwSignal<String>,
     error: RwSignal<Option<String>>,
+    problem: fn(&str) -> Option<String>,
 ) -> impl IntoView {
     let error_id = format!("{id}-error");
     view! {
         <div class="field">
             <label for=id>{label}</label>
-            <input id=id type="text" bind:value=value required spellcheck="false" autocomplete="off"
+            <input id=id type="text" required spellcheck="false" autocomplete="off"
+                prop:value=move || value.get()
+                on:input=move |ev| {
+                    let typed = event_target_value(&ev);
+                    if error.with_untracked(Option::is_some) && problem(&typed).is_none() {
+                        error.set(None);
+                    }
+                    value.set(typed);
+                }
                 aria-invalid=move || error.with(Option::is_some).to_string() aria-describedby=error_id.clone()/>
             <p class="field-error" id=error_id role="alert" hidden=move || error.with(Option::is_none)>
                 {move || error.get()}

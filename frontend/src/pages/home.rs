@@ -4,10 +4,11 @@ use breakglass_shared::api::ListQuery;
 use leptos::prelude::*;
 
 use crate::api::links;
-use crate::app::{set_title, use_auth};
+use crate::auth::use_auth;
 use crate::components::common::{dynv, ClusterLine, Empty, TierBadge};
 use crate::components::queue_strip::{live_list, ListStates, QueueStrip};
 use crate::components::session_list::SessionRows;
+use crate::title::set_title;
 
 /// The start page.
 #[component]

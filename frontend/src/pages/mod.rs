@@ -1,4 +1,4 @@
-//! One module per route (see [`crate::app`] for the route table).
+//! One module per route (the shell, `app.rs`, holds the route table).
 
 mod environment;
 mod home;

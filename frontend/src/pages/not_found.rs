@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::api::links;
-use crate::app::set_title;
+use crate::title::set_title;
 
 /// Shown for a path the app does not know.
 #[component]

@@ -3,11 +3,12 @@
 use leptos::prelude::*;
 
 use crate::api::links;
-use crate::app::{set_title, use_auth};
+use crate::auth::use_auth;
 use crate::components::common::dynv;
 use crate::components::queue_strip::QueueStrip;
 use crate::components::session_card::ActiveSessions;
 use crate::live::{use_clock, use_live, StreamStatus};
+use crate::title::set_title;
 
 /// The wall display.
 #[component]

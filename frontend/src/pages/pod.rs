@@ -8,12 +8,14 @@ use leptos::prelude::*;
 use uuid::Uuid;
 
 use crate::api::{self, links};
-use crate::app::{set_title, use_auth};
+use crate::auth::use_auth;
+use crate::components::breadcrumb::{Breadcrumb, Crumb};
 use crate::components::common::{dynv, Loading, TierBadge};
 use crate::components::debug_form::DebugForm;
 use crate::components::session_panel::SessionPanel;
 use crate::fetch::fetch;
 use crate::live::use_live;
+use crate::title::set_title;
 
 /// A pod's page.
 #[component]
@@ -108,12 +110,12 @@ fn PodView(env: String, ns: String, pod: String) -> impl IntoView {
     let on_created = Callback::new(move |s: Session| current.set(Some(s.id)));
     let (env2, ns2, pod2) = (env.clone(), ns.clone(), pod.clone());
     view! {
-        <nav class="breadcrumb" aria-label="Breadcrumb">
-            <a href=links::home()>"Home"</a> " › "
-            <a href=links::environment(&env)>{env.clone()}</a> " › "
-            <a href=links::namespace(&env, &ns)>{ns.clone()}</a> " › "
-            <span aria-current="page">{pod.clone()}</span>
-        </nav>
+        <Breadcrumb
+            steps=vec![
+                Crumb::new(links::environment(&env), env.clone()),
+                Crumb::new(links::namespace(&env, &ns), ns.clone()),
+            ]
+            current=pod.clone()/>
         <header class="page-head">
             <h1>{pod.clone()}</h1>
             {info.as_ref().map(|i| view! { <TierBadge tier=i.tier/> })}

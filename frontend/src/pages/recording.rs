@@ -1,14 +1,17 @@
 //! `/sessions/:id/recording?t=SECONDS`: the recording player.
 
 use crate::router::{use_location, use_params};
+use breakglass_shared::session::short_id;
 use leptos::prelude::*;
 use uuid::Uuid;
 
 use crate::api::links;
-use crate::app::set_title;
+use crate::components::breadcrumb::{steps_to_pod, Breadcrumb, Crumb};
 use crate::components::common::dynv;
 use crate::components::player::Player;
 use crate::components::session_panel::live_detail;
+use crate::format::session_label;
+use crate::title::set_title;
 
 /// A recording's page.
 #[component]
@@ -32,21 +35,19 @@ pub fn RecordingPage() -> impl IntoView {
 
 #[component]
 fn RecordingView(id: Uuid, start: Option<f64>) -> impl IntoView {
-    set_title(&format!("Recording {}", &id.to_string()[..8]));
+    set_title(&format!("Recording {}", short_id(&id)));
     let (_, session) = live_detail(id);
     // A memo, so the player is not rebuilt on every live update of the session.
     let nothing =
         Memo::new(move |_| session.with(|s| s.as_ref().and_then(crate::format::nothing_recorded)));
     view! {
-        <nav class="breadcrumb" aria-label="Breadcrumb">
-            <a href=links::home()>"Home"</a> " › "
-            {dynv(move || session.get().map(|s| view! {
-                <a href=links::environment(&s.environment)>{s.environment.clone()}</a> " › "
-                <a href=links::pod(&s.environment, &s.namespace, &s.pod)>{format!("{}/{}", s.namespace, s.pod)}</a> " › "
-            }))}
-            <a href=links::session(id)>{format!("session {}", &id.to_string()[..8])}</a> " › "
-            <span aria-current="page">"recording"</span>
-        </nav>
+        <Breadcrumb
+            steps=Signal::derive(move || {
+                let mut steps = session.with(|s| steps_to_pod(s.as_ref()));
+                steps.push(Crumb::new(links::session(id), session_label(id)));
+                steps
+            })
+            current="recording"/>
         <h1 class="page-title">
             "Recording"
             {dynv(move || session.get().map(|s| format!(" of {}/{} in {}", s.namespace, s.pod, s.environment)))}

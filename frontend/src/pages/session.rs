@@ -3,17 +3,20 @@
 use crate::router::use_params;
 use breakglass_shared::access::Action;
 use breakglass_shared::api::ReviewRequest;
-use breakglass_shared::session::Verdict;
+use breakglass_shared::session::{short_id, Verdict};
 use breakglass_shared::validate;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use uuid::Uuid;
 
-use crate::api::{self, links};
-use crate::app::{set_title, use_auth};
-use crate::components::common::dynv;
+use crate::api;
+use crate::auth::use_auth;
+use crate::components::breadcrumb::{steps_to_pod, Breadcrumb};
+use crate::components::common::{dynv, focus_soon};
 use crate::components::session_panel::{live_detail, SessionPanel};
+use crate::format::session_label;
 use crate::live::use_live;
+use crate::title::set_title;
 
 /// A session's page.
 #[component]
@@ -33,24 +36,17 @@ pub fn SessionPage() -> impl IntoView {
 
 #[component]
 fn SessionView(id: Uuid) -> impl IntoView {
-    set_title(&format!("Session {}", &id.to_string()[..8]));
+    set_title(&format!("Session {}", short_id(&id)));
     let auth = use_auth();
     let (_, session) = live_detail(id);
     let reviewable = Memo::new(move |_| {
         session.with(|s| s.as_ref().is_some_and(|s| auth.may(s, Action::Review)))
     });
     view! {
-        <nav class="breadcrumb" aria-label="Breadcrumb">
-            <a href=links::home()>"Home"</a> " › "
-            {dynv(move || session.get().map(|s| view! {
-                <a href=links::environment(&s.environment)>{s.environment.clone()}</a> " › "
-                <a href=links::pod(&s.environment, &s.namespace, &s.pod)>{format!("{}/{}", s.namespace, s.pod)}</a> " › "
-            }))}
-            <span aria-current="page">{format!("session {}", &id.to_string()[..8])}</span>
-        </nav>
+        <Breadcrumb steps=Signal::derive(move || session.with(|s| steps_to_pod(s.as_ref()))) current=session_label(id)/>
         <h1 class="page-title">
             {dynv(move || session.get().map(|s| format!("{}/{} in {}", s.namespace, s.pod, s.environment)))}
-            <span class="muted small">{format!(" session {}", &id.to_string()[..8])}</span>
+            <span class="muted small">{format!(" {}", session_label(id))}</span>
         </h1>
         <SessionPanel id=id with_events=true on_session_page=true/>
         <Show when=move || reviewable.get()>
@@ -87,9 +83,7 @@ fn ReviewForm(
                 Ok(s) => {
                     live.upsert(s);
                     // The form goes away with the review it recorded: focus the review.
-                    crate::components::common::focus_soon(vec![
-                        "[data-testid=session-review]".into()
-                    ]);
+                    focus_soon(vec!["[data-testid=session-review]".into()]);
                 }
                 Err(e) => error.set(Some(e.message)),
             }

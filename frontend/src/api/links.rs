@@ -1,0 +1,64 @@
+//! Links to the app's pages (router paths): every link a view renders is built here.
+
+use uuid::Uuid;
+
+use super::encode;
+
+/// Home: environments and the queue strip.
+pub fn home() -> String {
+    "/".into()
+}
+
+/// The wall display.
+pub fn ops_wall() -> String {
+    "/ops-wall".into()
+}
+
+/// An environment's page.
+pub fn environment(env: &str) -> String {
+    format!("/env/{}", encode(env))
+}
+
+/// An environment's page with one namespace open.
+pub fn namespace(env: &str, ns: &str) -> String {
+    format!("/env/{}/ns/{}", encode(env), encode(ns))
+}
+
+/// A pod's Debug panel.
+pub fn pod(env: &str, ns: &str, pod: &str) -> String {
+    format!("/env/{}/ns/{}/pod/{}", encode(env), encode(ns), encode(pod))
+}
+
+/// A session's page.
+pub fn session(id: Uuid) -> String {
+    format!("/sessions/{id}")
+}
+
+/// A session's recording, optionally at a moment (seconds of recording time).
+pub fn recording(id: Uuid, t: Option<f64>) -> String {
+    match t {
+        Some(t) if t > 0.0 => {
+            format!("/sessions/{id}/recording?t={}", crate::format::tenths(t))
+        }
+        _ => format!("/sessions/{id}/recording"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_links() {
+        let id = Uuid::nil();
+        assert_eq!(pod("prod", "shop", "web-1"), "/env/prod/ns/shop/pod/web-1");
+        assert_eq!(
+            recording(id, Some(12.345)),
+            format!("/sessions/{id}/recording?t=12.3")
+        );
+        assert_eq!(
+            recording(id, Some(0.0)),
+            format!("/sessions/{id}/recording")
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! Sessions: the list, one session's detail, a request, and the changes people make.
+
+use breakglass_shared::api::{
+    CreateSessionRequest, DenyRequest, ListQuery, ReviewRequest, SessionDetail, SessionPage,
+};
+use breakglass_shared::Session;
+use uuid::Uuid;
+
+use super::{get_json, post_json, query_string, ApiError};
+
+/// The query string of `GET /sessions`.
+pub fn list_query_string(q: &ListQuery) -> String {
+    query_string(&[
+        ("environment", q.environment.clone()),
+        ("state", q.state.map(|s| s.as_str().to_string())),
+        ("requester", q.requester.clone()),
+        ("awaiting_me", q.awaiting_me.map(|b| b.to_string())),
+        ("in_progress", q.in_progress.map(|b| b.to_string())),
+        ("review_due", q.review_due.map(|b| b.to_string())),
+        ("approver", q.approver.clone()),
+        ("limit", q.limit.map(|l| l.to_string())),
+        ("cursor", q.cursor.clone()),
+    ])
+}
+
+/// `GET /sessions?...`: one page, newest first.
+pub async fn list_sessions(q: &ListQuery) -> Result<SessionPage, ApiError> {
+    get_json(
+        "list sessions",
+        &format!("/sessions{}", list_query_string(q)),
+    )
+    .await
+}
+
+/// `GET /sessions/{id}`.
+pub async fn session(id: Uuid) -> Result<SessionDetail, ApiError> {
+    get_json("load the session", &format!("/sessions/{id}")).await
+}
+
+/// `POST /sessions`.
+pub async fn create_session(req: &CreateSessionRequest) -> Result<Session, ApiError> {
+    post_json("request access", "/sessions", Some(req)).await
+}
+
+/// A bodiless change of a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `POST /sessions/{id}/approve`.
+    Approve,
+    /// `POST /sessions/{id}/break-glass`.
+    BreakGlass,
+    /// `POST /sessions/{id}/end` (withdraws before activation).
+    End,
+    /// `POST /sessions/{id}/terminate`.
+    Terminate,
+}
+
+impl Action {
+    fn path(self) -> &'static str {
+        match self {
+            Action::Approve => "approve",
+            Action::BreakGlass => "break-glass",
+            Action::End => "end",
+            Action::Terminate => "terminate",
+        }
+    }
+
+    /// What the action does, for error messages.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Action::Approve => "approve",
+            Action::BreakGlass => "break the glass",
+            Action::End => "end the session",
+            Action::Terminate => "terminate the session",
+        }
+    }
+}
+
+/// Applies `action` to session `id`; the session after the change.
+pub async fn act(id: Uuid, action: Action) -> Result<Session, ApiError> {
+    post_json::<(), _>(
+        action.verb(),
+        &format!("/sessions/{id}/{}", action.path()),
+        None,
+    )
+    .await
+}
+
+/// `POST /sessions/{id}/deny`.
+pub async fn deny(id: Uuid, reason: &str) -> Result<Session, ApiError> {
+    let body = DenyRequest {
+        reason: reason.into(),
+    };
+    post_json("deny", &format!("/sessions/{id}/deny"), Some(&body)).await
+}
+
+/// `POST /sessions/{id}/review`.
+pub async fn review(id: Uuid, req: &ReviewRequest) -> Result<Session, ApiError> {
+    post_json(
+        "record the review",
+        &format!("/sessions/{id}/review"),
+        Some(req),
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use breakglass_shared::SessionState;
+
+    #[test]
+    fn list_queries() {
+        let q = ListQuery {
+            environment: Some("prod".into()),
+            state: Some(SessionState::PendingApproval),
+            requester: Some("al ice".into()),
+            awaiting_me: None,
+            in_progress: Some(true),
+            review_due: None,
+            approver: Some("bob".into()),
+            limit: Some(20),
+            cursor: None,
+        };
+        assert_eq!(
+            list_query_string(&q),
+            "?environment=prod&state=PendingApproval&requester=al%20ice&in_progress=true\
+             &approver=bob&limit=20"
+        );
+        assert_eq!(list_query_string(&ListQuery::default()), "");
+    }
+}
