@@ -100,7 +100,8 @@ pub fn History(
     let requester_input = RwSignal::new(String::new());
     let requester_filter = RwSignal::new(None::<String>);
     let older = RwSignal::new(Vec::<Session>::new());
-    let next_cursor = RwSignal::new(None::<String>);
+    // The cursor after the last older page loaded; `None` until one is.
+    let older_cursor = RwSignal::new(None::<Option<String>>);
     let more_error = RwSignal::new(None::<ApiError>);
     let loading_more = RwSignal::new(false);
 
@@ -118,13 +119,13 @@ pub fn History(
             live.epoch.track();
             let q = query();
             older.set(vec![]);
+            older_cursor.set(None);
             async move { api::list_sessions(&q).await }
         }
     });
-    Effect::new(move |_| {
-        if let Some(Ok(page)) = first.get() {
-            next_cursor.set(page.next_cursor);
-        }
+    let next_cursor = Memo::new(move |_| match older_cursor.get() {
+        Some(after_older) => after_older,
+        None => first.get().and_then(Result::ok).and_then(|p| p.next_cursor),
     });
     let env = environment.clone();
     let keep = move |s: &Session| {
@@ -152,7 +153,7 @@ pub fn History(
             match api::list_sessions(&q).await {
                 Ok(page) => {
                     older.update(|o| o.extend(page.items));
-                    next_cursor.set(page.next_cursor);
+                    older_cursor.set(Some(page.next_cursor));
                     more_error.set(None);
                 }
                 Err(e) => more_error.set(Some(e)),
