@@ -419,6 +419,31 @@ fn the_reader_sees_circles_inside_modules_and_use_trees() {
     assert_eq!(circles(&g), vec!["a: x -> y -> x".to_string()]);
 }
 
+/// The web app's shell composes the pages and components; what they share with it (who is
+/// signed in, the title, the route, live updates, the API) lives below all three.
+#[test]
+fn the_web_apps_shared_state_sits_below_its_shell() {
+    let graph = graph_of("frontend", "main.rs");
+    let top = graph
+        .by_parent
+        .get(&Vec::new())
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        top.get("app").is_some_and(|t| t.contains("pages")),
+        "the shell composes the pages: {top:?}"
+    );
+    for below in ["auth", "title", "router", "live", "api"] {
+        let up: Vec<_> = top
+            .get(below)
+            .into_iter()
+            .flatten()
+            .filter(|t| ["app", "pages", "components"].contains(&t.as_str()))
+            .collect();
+        assert!(up.is_empty(), "{below} imports {up:?}");
+    }
+}
+
 /// The modules ARCHITECTURE.md says may import the server's `state`, from its line
 /// "Who may import `state`: `a`, `b` and `c`."
 fn allowed_state_importers() -> BTreeSet<String> {
