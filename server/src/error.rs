@@ -128,6 +128,11 @@ impl From<crate::lifecycle::Error> for ApiError {
             Error::NotFound(id) => ApiError::not_found(format!("no session {id}")),
             Error::Transition(e) => e.into(),
             Error::Review(e) => e.into(),
+            e @ Error::Expired(_) => {
+                let mut out = ApiError::new(ErrorCode::WrongState, e.to_string());
+                out.body.state = Some(SessionState::Expired);
+                out
+            }
             Error::Conflict(state) => ApiError::conflict(state),
             Error::Store(e) => e.into(),
             Error::Cluster(e) => ApiError::new(ErrorCode::Unavailable, e.to_string()),

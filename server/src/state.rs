@@ -1,6 +1,7 @@
-//! The shared context every handler and task gets, as `Arc`. It only composes: it builds
-//! the store, the recorder, the connections, the relay and the lifecycle (which owns its
-//! ports), and hands them out.
+//! The shared context, built once. It only composes: it builds the store, the recorder, the
+//! connections, the relay and the lifecycle (which owns its ports), and hands them out: the
+//! router's state is [`AppState`], from which each handler takes only the parts it uses
+//! (`State<Arc<Config>>`, `State<Arc<Lifecycle>>`, ...; see the `FromRef` impls below).
 //!
 //! It also joins this process to the other replicas of the database: what they announce
 //! through the store ([`Notice`]) is carried in here, so a change committed on another replica
@@ -29,7 +30,7 @@ use crate::store::{Notice, Store};
 /// Everything a request or task needs.
 pub struct Context {
     /// Resolved configuration.
-    pub config: Config,
+    pub config: Arc<Config>,
     /// Session storage (reads; every write goes through [`Context::lifecycle`]).
     pub store: Arc<dyn Store>,
     /// Live session changes for the SSE streams: this replica's commits and, re-read from
@@ -47,7 +48,7 @@ pub struct Context {
     /// Session recordings (the stored casts, verification, anchoring).
     pub recorder: Arc<Recorder>,
     /// The terminal relay.
-    pub relay: Relay,
+    pub relay: Arc<Relay>,
     /// The cluster driver, for listings and guardrail reports; `None` when no environment
     /// has a cluster (the lifecycle holds it as its port too).
     pub clusters: Option<Arc<Clusters>>,
@@ -64,10 +65,29 @@ impl std::ops::Deref for AppState {
     }
 }
 
-impl FromRef<AppState> for Key {
-    fn from_ref(s: &AppState) -> Key {
-        s.0.key.clone()
-    }
+/// Each part a handler may take as its `State`, cloned out of the context (each is an `Arc`
+/// or as cheap), so a handler names what it uses instead of the whole context.
+macro_rules! parts {
+    ($($part:ty => $field:ident),* $(,)?) => {
+        $(
+            impl FromRef<AppState> for $part {
+                fn from_ref(s: &AppState) -> $part {
+                    s.0.$field.clone()
+                }
+            }
+        )*
+    };
+}
+
+parts! {
+    Arc<Config> => config,
+    Key => key,
+    Arc<dyn Store> => store,
+    Arc<Lifecycle> => lifecycle,
+    Arc<Recorder> => recorder,
+    Arc<Relay> => relay,
+    Option<Arc<Clusters>> => clusters,
+    Metrics => metrics,
 }
 
 /// Errors while building the context.
@@ -147,17 +167,18 @@ impl Context {
                 recorder: recorder.clone(),
                 terminals: connections.clone(),
                 park_without_cluster: config.no_clusters,
+                approval_expiry: config.approval_expiry,
             },
             recorder_events,
         );
-        let relay = Relay {
+        let relay = Arc::new(Relay {
             store: store.clone(),
             recorder: recorder.clone(),
             cluster,
             connections,
-        };
+        });
         let ctx = Arc::new(Context {
-            config,
+            config: Arc::new(config),
             store,
             changes,
             missed,

@@ -90,6 +90,7 @@ async fn lifecycle(dir: &std::path::Path, refuse: bool) -> (Arc<Lifecycle>, Arc<
             recorder: recorder.clone(),
             terminals: Arc::new(Connections::default()),
             park_without_cluster: false,
+            approval_expiry: config.approval_expiry,
         },
         rx,
     );

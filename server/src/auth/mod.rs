@@ -9,11 +9,12 @@
 //! must be our own.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::{ConnectInfo, FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method};
-use axum_extra::extract::cookie::{Cookie, SameSite, SignedCookieJar};
+use axum_extra::extract::cookie::{Cookie, Key, SameSite, SignedCookieJar};
 use breakglass_shared::access::{Action, Refusal};
 use breakglass_shared::api::CSRF_HEADER;
 use breakglass_shared::names::{self, NameError};
@@ -24,10 +25,9 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use uuid::Uuid;
 
-use crate::config::Environment;
+use crate::config::{Config, Environment};
 use crate::error::ApiError;
-use crate::state::AppState;
-use crate::store::{Login, LoginSelector, LoginSource};
+use crate::store::{Login, LoginSelector, LoginSource, Store};
 
 pub mod oidc;
 
@@ -84,18 +84,16 @@ pub struct CurrentUser {
 
 impl CurrentUser {
     /// Permissions in environment `env` (none for an unknown environment).
-    pub fn permissions(&self, state: &AppState, env: &str) -> PermissionSet {
-        state
-            .config
+    pub fn permissions(&self, config: &Config, env: &str) -> PermissionSet {
+        config
             .environment(env)
             .map(|e| e.permissions_of(&self.name, &self.groups))
             .unwrap_or(PermissionSet::NONE)
     }
 
     /// Environments where the caller holds any permission (so may see their sessions).
-    pub fn visible_environments(&self, state: &AppState) -> Vec<String> {
-        state
-            .config
+    pub fn visible_environments(&self, config: &Config) -> Vec<String> {
+        config
             .environments
             .iter()
             .filter(|e| e.permissions_of(&self.name, &self.groups).any())
@@ -108,11 +106,10 @@ impl CurrentUser {
     /// look as if they did not exist.
     pub fn environment<'a>(
         &self,
-        state: &'a AppState,
+        config: &'a Config,
         name: &str,
     ) -> Result<(&'a Environment, PermissionSet), ApiError> {
-        state
-            .config
+        config
             .environment(name)
             .map(|e| (e, e.permissions_of(&self.name, &self.groups)))
             .filter(|(_, p)| p.any())
@@ -124,13 +121,14 @@ impl CurrentUser {
     /// exist.
     pub async fn session(
         &self,
-        state: &AppState,
+        config: &Config,
+        store: &dyn Store,
         id: Uuid,
         action: Action,
     ) -> Result<(Session, PermissionSet), ApiError> {
         let hidden = || ApiError::not_found(format!("no session {id}"));
-        let s = state.store.get(id).await?.ok_or_else(hidden)?;
-        let perms = self.permissions(state, &s.environment);
+        let s = store.get(id).await?.ok_or_else(hidden)?;
+        let perms = self.permissions(config, &s.environment);
         match s.may(action, &self.name, &perms) {
             Ok(()) => Ok((s, perms)),
             Err(Refusal::Hidden) => Err(hidden()),
@@ -146,13 +144,21 @@ impl CurrentUser {
 #[derive(Debug, Clone)]
 pub struct MaybeUser(pub Option<CurrentUser>);
 
-/// MAC of the user and nonce under the server key.
-pub fn csrf_token(state: &AppState, user: &str, nonce: &str) -> String {
-    hex::encode(csrf_mac(state, user, nonce).finalize().into_bytes())
+/// MAC of the user and nonce under the server key; `key` is the key or what holds it (the
+/// router's state).
+pub fn csrf_token<K>(key: &K, user: &str, nonce: &str) -> String
+where
+    Key: FromRef<K>,
+{
+    hex::encode(
+        csrf_mac(&Key::from_ref(key), user, nonce)
+            .finalize()
+            .into_bytes(),
+    )
 }
 
-fn csrf_mac(state: &AppState, user: &str, nonce: &str) -> Hmac<Sha256> {
-    let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(state.key.signing()) else {
+fn csrf_mac(key: &Key, user: &str, nonce: &str) -> Hmac<Sha256> {
+    let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(key.signing()) else {
         unreachable!("HMAC accepts keys of any length")
     };
     mac.update(b"csrf\0");
@@ -164,12 +170,12 @@ fn csrf_mac(state: &AppState, user: &str, nonce: &str) -> Hmac<Sha256> {
 
 /// Whether `sent` is the CSRF token of `user`'s login (compared in constant time by `hmac`);
 /// behind the proxy, the previous hour's token counts too.
-fn csrf_matches(state: &AppState, user: &CurrentUser, sent: &str) -> bool {
+fn csrf_matches(key: &Key, user: &CurrentUser, sent: &str) -> bool {
     let Ok(bytes) = hex::decode(sent) else {
         return false;
     };
     let matches = |nonce: &str| {
-        csrf_mac(state, &user.name, nonce)
+        csrf_mac(key, &user.name, nonce)
             .verify_slice(&bytes)
             .is_ok()
     };
@@ -187,12 +193,11 @@ pub fn proxy_nonce(at: i64) -> String {
     format!("proxy:{}", at.div_euclid(PROXY_CSRF_SECONDS))
 }
 
-fn peer_is_trusted(state: &AppState, parts: &Parts) -> bool {
+fn peer_is_trusted(config: &Config, parts: &Parts) -> bool {
     let Some(ConnectInfo(addr)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() else {
         return false;
     };
-    state
-        .config
+    config
         .trusted_proxies
         .iter()
         .any(|net| net.contains(&addr.ip()))
@@ -210,16 +215,20 @@ fn refused_name(e: &NameError) -> ApiError {
 /// Identifies the caller without checking CSRF: a trusted proxy's headers, else the session
 /// cookie's login record, live and of a login still configured. `Ok(None)` when nobody is
 /// signed in; an error for a name the server refuses or a database that does not answer.
-pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentUser>, ApiError> {
-    if peer_is_trusted(state, parts) {
+pub async fn identify(
+    config: &Config,
+    key: &Key,
+    store: &dyn Store,
+    parts: &Parts,
+) -> Result<Option<CurrentUser>, ApiError> {
+    if peer_is_trusted(config, parts) {
         if let Some(raw) = parts
             .headers
             .get(PROXY_USER)
             .and_then(|v| v.to_str().ok())
             .filter(|u| !u.trim().is_empty())
         {
-            let name =
-                names::normalise(raw, state.config.fold_names).map_err(|e| refused_name(&e))?;
+            let name = names::normalise(raw, config.fold_names).map_err(|e| refused_name(&e))?;
             // oauth2-proxy sends one header line per group; others one comma-separated line.
             let groups = parts
                 .headers
@@ -233,7 +242,7 @@ pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentU
                 .collect();
             let nonce = proxy_nonce(time::OffsetDateTime::now_utc().unix_timestamp());
             return Ok(Some(CurrentUser {
-                csrf_token: csrf_token(state, &name, &nonce),
+                csrf_token: csrf_token(key, &name, &nonce),
                 name,
                 groups,
                 nonce,
@@ -242,14 +251,14 @@ pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentU
             }));
         }
     }
-    let jar = SignedCookieJar::from_headers(&parts.headers, state.key.clone());
+    let jar = SignedCookieJar::from_headers(&parts.headers, key.clone());
     let Some(claims) = jar
         .get(SESSION_COOKIE)
         .and_then(|c| serde_json::from_str::<CookieClaims>(c.value()).ok())
     else {
         return Ok(None);
     };
-    let Some(mut login) = state.store.get_login(claims.login).await? else {
+    let Some(mut login) = store.get_login(claims.login).await? else {
         return Ok(None);
     };
     if !login.is_live(time::OffsetDateTime::now_utc()) {
@@ -259,26 +268,25 @@ pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentU
         // A demo user is only honoured while the dev login is on and still lists them, with
         // the groups the configuration gives them now.
         LoginSource::Dev => {
-            let Some(user) = state
-                .config
+            let Some(user) = config
                 .dev_users
                 .iter()
                 .find(|u| u.name == login.user)
-                .filter(|_| state.config.dev_login)
+                .filter(|_| config.dev_login)
             else {
                 return Ok(None);
             };
             (Source::DevCookie, user.groups.clone())
         }
         LoginSource::Oidc => {
-            let Some(settings) = &state.config.oidc else {
+            let Some(settings) = &config.oidc else {
                 return Ok(None);
             };
             let provider = parts
                 .extensions
                 .get::<oidc::OidcProvider>()
                 .and_then(|p| p.0.clone());
-            match recheck(state, provider, settings.claims_refresh, login).await? {
+            match recheck(config, store, provider, settings.claims_refresh, login).await? {
                 Some(l) => {
                     let groups = l.groups.clone();
                     login = l;
@@ -289,7 +297,7 @@ pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentU
         }
     };
     Ok(Some(CurrentUser {
-        csrf_token: csrf_token(state, &login.user, &login.nonce),
+        csrf_token: csrf_token(key, &login.user, &login.nonce),
         nonce: login.nonce,
         name: login.user,
         groups,
@@ -304,7 +312,8 @@ pub async fn identify(state: &AppState, parts: &Parts) -> Result<Option<CurrentU
 /// record ended) when the provider refuses it or names someone else. A provider that cannot be
 /// reached leaves the login as it was until the next check: the person keeps working.
 async fn recheck(
-    state: &AppState,
+    config: &Config,
+    store: &dyn Store,
     provider: Option<std::sync::Arc<oidc::Provider>>,
     every: time::Duration,
     mut login: Login,
@@ -314,8 +323,7 @@ async fn recheck(
         return Ok(Some(login));
     };
     if now - login.claims_checked_at < every
-        || !state
-            .store
+        || !store
             .claim_login_check(login.id, login.claims_checked_at, now)
             .await?
     {
@@ -324,25 +332,20 @@ async fn recheck(
     match provider.refresh(&refresh).await {
         Ok(answer) => {
             if let Some((user, groups)) = answer.identity {
-                if names::normalise(&user, state.config.fold_names)
-                    .ok()
-                    .as_ref()
-                    != Some(&login.user)
-                {
+                if names::normalise(&user, config.fold_names).ok().as_ref() != Some(&login.user) {
                     let why = format!("the provider now names {user:?}");
-                    return end_login(state, &login, &why, now).await;
+                    return end_login(store, &login, &why, now).await;
                 }
                 login.groups = groups;
             }
-            state
-                .store
+            store
                 .set_login_claims(login.id, &login.groups, Some(&answer.refresh_token))
                 .await?;
             login.refresh_token = Some(answer.refresh_token);
             Ok(Some(login))
         }
         Err(e @ (oidc::OidcError::Refused(_) | oidc::OidcError::TokenRejected(_))) => {
-            end_login(state, &login, &e.to_string(), now).await
+            end_login(store, &login, &e.to_string(), now).await
         }
         Err(e) => {
             tracing::warn!(user = %login.user, error = %e, "cannot ask the identity provider about a login; keeping it until the next check");
@@ -353,14 +356,13 @@ async fn recheck(
 
 /// Ends `login` because of what the provider answered (`why`, for the log).
 async fn end_login(
-    state: &AppState,
+    store: &dyn Store,
     login: &Login,
     why: &str,
     now: time::OffsetDateTime,
 ) -> Result<Option<Login>, ApiError> {
     tracing::info!(user = %login.user, login = %login.id, why, "login ended by the identity provider's answer");
-    state
-        .store
+    store
         .revoke_logins(&LoginSelector::Id(login.id), "identity provider", now)
         .await?;
     Ok(None)
@@ -376,9 +378,10 @@ pub struct ProviderTokens {
 }
 
 /// Starts a login of `user` made through `source` (its groups are `groups`), lasting
-/// `lifetime`: the record, and the cookie that names it.
+/// `lifetime`: the record in `store`, and the cookie that names it.
 pub async fn begin_login(
-    state: &AppState,
+    config: &Config,
+    store: &dyn Store,
     user: &str,
     source: LoginSource,
     groups: Vec<String>,
@@ -402,17 +405,17 @@ pub async fn begin_login(
         refresh_token: tokens.refresh_token,
         claims_checked_at: now,
     };
-    state.store.insert_login(&login).await?;
-    let cookie = session_cookie(state, &CookieClaims { login: login.id });
+    store.insert_login(&login).await?;
+    let cookie = session_cookie(config, &CookieClaims { login: login.id });
     Ok((login, cookie))
 }
 
 /// The caller as [`identify`] sees a just-made `login` (for the answer of a sign-in).
-pub fn current_of(state: &AppState, login: &Login, groups: Vec<String>) -> CurrentUser {
+pub fn current_of(key: &Key, login: &Login, groups: Vec<String>) -> CurrentUser {
     CurrentUser {
         name: login.user.clone(),
         groups,
-        csrf_token: csrf_token(state, &login.user, &login.nonce),
+        csrf_token: csrf_token(key, &login.user, &login.nonce),
         nonce: login.nonce.clone(),
         source: match login.source {
             LoginSource::Dev => Source::DevCookie,
@@ -423,12 +426,12 @@ pub fn current_of(state: &AppState, login: &Login, groups: Vec<String>) -> Curre
 }
 
 /// Refuses a request whose `Origin` is present and not ours.
-pub fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+pub fn check_origin(config: &Config, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
     let origin = origin.to_str().unwrap_or_default();
-    let ok = match &state.config.public_url {
+    let ok = match &config.public_url {
         Some(p) => origin == p.origin,
         None => {
             let host = headers
@@ -455,21 +458,42 @@ fn is_state_changing(m: &Method) -> bool {
     !matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-impl FromRequestParts<AppState> for CurrentUser {
+/// What identifying a caller reads, taken from the router's state `S`.
+fn gate<S>(state: &S) -> (Arc<Config>, Key, Arc<dyn Store>)
+where
+    Arc<Config>: FromRef<S>,
+    Key: FromRef<S>,
+    Arc<dyn Store>: FromRef<S>,
+{
+    (
+        Arc::<Config>::from_ref(state),
+        Key::from_ref(state),
+        Arc::<dyn Store>::from_ref(state),
+    )
+}
+
+impl<S> FromRequestParts<S> for CurrentUser
+where
+    S: Send + Sync,
+    Arc<Config>: FromRef<S>,
+    Key: FromRef<S>,
+    Arc<dyn Store>: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let user = identify(state, parts)
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let (config, key, store) = gate(state);
+        let user = identify(&config, &key, store.as_ref(), parts)
             .await?
             .ok_or_else(ApiError::unauthenticated)?;
         if is_state_changing(&parts.method) {
-            check_origin(state, &parts.headers)?;
+            check_origin(&config, &parts.headers)?;
             let sent = parts
                 .headers
                 .get(CSRF_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            if !csrf_matches(state, &user, sent) {
+            if !csrf_matches(&key, &user, sent) {
                 return Err(ApiError::new(
                     ErrorCode::CsrfFailed,
                     format!("missing or wrong {CSRF_HEADER} header; reload the page and try again"),
@@ -480,20 +504,25 @@ impl FromRequestParts<AppState> for CurrentUser {
     }
 }
 
-impl FromRequestParts<AppState> for MaybeUser {
+impl<S> FromRequestParts<S> for MaybeUser
+where
+    S: Send + Sync,
+    Arc<Config>: FromRef<S>,
+    Key: FromRef<S>,
+    Arc<dyn Store>: FromRef<S>,
+{
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        Ok(MaybeUser(identify(state, parts).await.ok().flatten()))
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let (config, key, store) = gate(state);
+        let user = identify(&config, &key, store.as_ref(), parts).await;
+        Ok(MaybeUser(user.ok().flatten()))
     }
 }
 
 /// Builds the session cookie for `claims`.
-pub fn session_cookie(state: &AppState, claims: &CookieClaims) -> Cookie<'static> {
-    let secure = state.config.public_url.as_ref().is_some_and(|p| p.secure);
+pub fn session_cookie(config: &Config, claims: &CookieClaims) -> Cookie<'static> {
+    let secure = config.public_url.as_ref().is_some_and(|p| p.secure);
     Cookie::build((
         SESSION_COOKIE,
         serde_json::to_string(claims).unwrap_or_default(),

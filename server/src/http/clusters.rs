@@ -11,16 +11,12 @@ use breakglass_shared::{ErrorBody, ErrorCode};
 use crate::auth::CurrentUser;
 use crate::cluster::listing::{namespace_info, pod_info};
 use crate::cluster::Clusters;
-use crate::config::Environment;
+use crate::config::{Config, Environment};
 use crate::error::ApiError;
 use crate::guardrails::doctor::GuardrailReport;
-use crate::state::AppState;
 
-fn clusters(state: &AppState, env: &Environment) -> Result<Arc<Clusters>, ApiError> {
-    state
-        .clusters
-        .clone()
-        .filter(|c| env.cluster.is_some() && c.has(&env.name))
+fn clusters(all: Option<Arc<Clusters>>, env: &Environment) -> Result<Arc<Clusters>, ApiError> {
+    all.filter(|c| env.cluster.is_some() && c.has(&env.name))
         // A configuration fact, not an outage: a 4xx whose message reaches the user (5xx
         // messages are replaced by a generic one), and no error in the logs on every call.
         .ok_or_else(|| {
@@ -45,12 +41,13 @@ fn unavailable(e: crate::cluster::ClusterError) -> ApiError {
         (status = 503, description = "The cluster is unreachable", body = ErrorBody),
     ))]
 pub async fn namespaces(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(all): State<Option<Arc<Clusters>>>,
     user: CurrentUser,
     Path(env): Path<String>,
 ) -> Result<Json<Vec<NamespaceInfo>>, ApiError> {
-    let (e, _) = user.environment(&state, &env)?;
-    let c = clusters(&state, e)?;
+    let (e, _) = user.environment(&config, &env)?;
+    let c = clusters(all, e)?;
     let list = c.namespaces(&env).await.map_err(unavailable)?;
     Ok(Json(
         list.iter()
@@ -70,13 +67,14 @@ pub async fn namespaces(
         (status = 503, description = "The cluster is unreachable", body = ErrorBody),
     ))]
 pub async fn pods(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(all): State<Option<Arc<Clusters>>>,
     user: CurrentUser,
     Path((env, ns)): Path<(String, String)>,
 ) -> Result<Json<Vec<PodInfo>>, ApiError> {
     breakglass_shared::validate::dns_label("namespace", &ns)?;
-    let (e, _) = user.environment(&state, &env)?;
-    let c = clusters(&state, e)?;
+    let (e, _) = user.environment(&config, &env)?;
+    let c = clusters(all, e)?;
     let list = c.pods(&env, &ns).await.map_err(unavailable)?;
     Ok(Json(list.iter().filter_map(pod_info).collect()))
 }
@@ -92,14 +90,15 @@ pub async fn pods(
         (status = 503, description = "The cluster is unreachable", body = ErrorBody),
     ))]
 pub async fn guardrails(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(all): State<Option<Arc<Clusters>>>,
     user: CurrentUser,
     Path(env): Path<String>,
 ) -> Result<Json<GuardrailReport>, ApiError> {
-    let (e, _) = user.environment(&state, &env)?;
-    let c = clusters(&state, e)?;
+    let (e, _) = user.environment(&config, &env)?;
+    let c = clusters(all, e)?;
     let client = c.client(&env).await.map_err(unavailable)?;
-    let report = crate::guardrails::doctor::doctor(&client, &state.config, e)
+    let report = crate::guardrails::doctor::doctor(&client, &config, e)
         .await
         .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))?;
     Ok(Json(report))

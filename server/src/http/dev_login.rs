@@ -1,19 +1,22 @@
 //! `POST /auth/dev-login`: pick a demo user, no password. Only when enabled,
 //! and loudly marked in the UI. The cookie and CSRF rules it issues are `crate::auth`'s.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
-use axum_extra::extract::cookie::SignedCookieJar;
+use axum_extra::extract::cookie::{Key, SignedCookieJar};
 use breakglass_shared::api::{DevLoginRequest, WhoAmI};
 use breakglass_shared::{ErrorBody, ErrorCode};
 
 use super::extract::ApiJson;
 use super::whoami_for;
 use crate::auth::{begin_login, check_origin, current_of, ProviderTokens};
+use crate::cluster::Clusters;
+use crate::config::Config;
 use crate::error::ApiError;
-use crate::state::AppState;
-use crate::store::LoginSource;
+use crate::store::{LoginSource, Store};
 
 /// Seconds a dev login lasts.
 const DEV_LOGIN_SECONDS: i64 = 12 * 3600;
@@ -27,40 +30,38 @@ const DEV_LOGIN_SECONDS: i64 = 12 * 3600;
         (status = 403, description = "Dev login is off, or a foreign Origin", body = ErrorBody),
     ))]
 pub async fn login(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(key): State<Key>,
+    State(store): State<Arc<dyn Store>>,
+    State(clusters): State<Option<Arc<Clusters>>>,
     headers: HeaderMap,
     jar: SignedCookieJar,
     ApiJson(req): ApiJson<DevLoginRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
-    check_origin(&state, &headers)?;
-    if !state.config.dev_login {
+    check_origin(&config, &headers)?;
+    if !config.dev_login {
         return Err(ApiError::new(
             ErrorCode::Forbidden,
             "the dev login is off on this server; sign in through your organisation's login",
         ));
     }
-    let user = state
-        .config
+    let user = config
         .dev_users
         .iter()
         .find(|u| {
-            breakglass_shared::names::normalise(&req.user, state.config.fold_names)
+            breakglass_shared::names::normalise(&req.user, config.fold_names)
                 .is_ok_and(|n| n == u.name)
         })
         .ok_or_else(|| {
-            let names: Vec<&str> = state
-                .config
-                .dev_users
-                .iter()
-                .map(|u| u.name.as_str())
-                .collect();
+            let names: Vec<&str> = config.dev_users.iter().map(|u| u.name.as_str()).collect();
             ApiError::invalid(
                 "user",
                 format!("not a demo user; pick one of {}", names.join(", ")),
             )
         })?;
     let (login, cookie) = begin_login(
-        &state,
+        &config,
+        store.as_ref(),
         &user.name,
         LoginSource::Dev,
         Vec::new(),
@@ -68,7 +69,8 @@ pub async fn login(
         ProviderTokens::default(),
     )
     .await?;
-    let current = current_of(&state, &login, user.groups.clone());
+    let current = current_of(&key, &login, user.groups.clone());
     let jar = jar.add(cookie);
-    Ok((jar, axum::Json(whoami_for(&state, Some(&current)).await)))
+    let whoami = whoami_for(&config, clusters.as_ref(), Some(&current)).await;
+    Ok((jar, axum::Json(whoami)))
 }

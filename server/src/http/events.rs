@@ -18,13 +18,15 @@ use breakglass_shared::api::SessionChange;
 use breakglass_shared::ErrorBody;
 use futures::stream::Stream;
 use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::watch;
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 use tokio_stream::StreamExt;
 
 use super::limits::LiveStreams;
 use crate::auth::CurrentUser;
+use crate::config::Config;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::metrics::Metrics;
 
 /// Decrements the open-streams gauge when the stream is dropped (client gone).
 struct OpenStream(prometheus::IntGauge);
@@ -49,29 +51,30 @@ enum Rendered {
 pub struct Fanout(Arc<FanoutInner>);
 
 struct FanoutInner {
+    changes: broadcast::Sender<SessionChange>,
+    missed: watch::Sender<u64>,
     rendered: broadcast::Sender<Arc<Rendered>>,
     started: Once,
 }
 
-impl Default for Fanout {
-    fn default() -> Self {
+impl Fanout {
+    /// The streams' share of the replica's `changes` and of `missed`, bumped when other
+    /// replicas' changes may have been missed.
+    pub fn new(changes: broadcast::Sender<SessionChange>, missed: watch::Sender<u64>) -> Fanout {
         // As deep as `Context::changes`: a stream lags no sooner than it would have there.
         Fanout(Arc::new(FanoutInner {
+            changes,
+            missed,
             rendered: broadcast::channel(1024).0,
             started: Once::new(),
         }))
     }
-}
 
-impl Fanout {
-    /// The rendered changes from now on; starts the renderer on `changes` if none runs yet.
-    fn subscribe(
-        &self,
-        changes: &broadcast::Sender<SessionChange>,
-    ) -> broadcast::Receiver<Arc<Rendered>> {
+    /// The rendered changes from now on; starts the renderer if none runs yet.
+    fn subscribe(&self) -> broadcast::Receiver<Arc<Rendered>> {
         let rx = self.0.rendered.subscribe();
         self.0.started.call_once(|| {
-            tokio::spawn(render(changes.subscribe(), self.0.rendered.clone()));
+            tokio::spawn(render(self.0.changes.subscribe(), self.0.rendered.clone()));
         });
         rx
     }
@@ -111,17 +114,18 @@ async fn render(
         (status = 429, description = "The user holds as many streams as one may", body = ErrorBody),
     ))]
 pub async fn stream(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(metrics): State<Metrics>,
     Extension(streams): Extension<LiveStreams>,
     Extension(fanout): Extension<Fanout>,
     user: CurrentUser,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let place = streams.open(&user.name)?;
-    let visible = user.visible_environments(&state);
-    state.metrics.sse_open.inc();
-    let guard = OpenStream(state.metrics.sse_open.clone());
-    let changes = BroadcastStream::new(fanout.subscribe(&state.changes)).map(Result::ok);
-    let missed = WatchStream::from_changes(state.missed.subscribe()).map(|_| None);
+    let visible = user.visible_environments(&config);
+    metrics.sse_open.inc();
+    let guard = OpenStream(metrics.sse_open);
+    let changes = BroadcastStream::new(fanout.subscribe()).map(Result::ok);
+    let missed = WatchStream::from_changes(fanout.0.missed.subscribe()).map(|_| None);
     let lagged = || Some(Ok(Event::default().event("lagged").data("reload")));
     let stream = changes.merge(missed).filter_map(move |msg| {
         let _keep = (&guard, &place);

@@ -1,6 +1,8 @@
 //! HTTP surface: the router and the small routes (whoami, environments, health, metrics,
-//! OpenAPI). One module per noun below it.
+//! OpenAPI). One module per noun below it. Only [`app`] sees the whole context; each handler
+//! takes the parts it uses as `State` (the `FromRef` impls in `state.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -16,8 +18,12 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 
 use crate::auth::{CurrentUser, MaybeUser};
+use crate::cluster::Clusters;
+use crate::config::Config;
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 use crate::state::AppState;
+use crate::store::Store;
 
 pub mod clusters;
 pub mod dev_login;
@@ -98,7 +104,10 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::Extension(sign_in::OidcProvider::for_config(
             &state.config,
         )))
-        .layer(axum::Extension(events::Fanout::default()))
+        .layer(axum::Extension(events::Fanout::new(
+            state.changes.clone(),
+            state.missed.clone(),
+        )))
         .layer(axum::Extension(limits::LiveStreams::new(
             state.config.limits.live_streams_per_user,
         )))
@@ -139,14 +148,18 @@ pub fn app(state: AppState) -> Router {
             headers::add,
         ))
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.metrics.requests.clone(),
             count_requests,
         ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 
-async fn count_requests(State(state): State<AppState>, req: Request, next: Next) -> Response {
+async fn count_requests(
+    State(requests): State<prometheus::IntCounterVec>,
+    req: Request,
+    next: Next,
+) -> Response {
     let method = req.method().clone();
     // Label by surface, not by path: paths carry session ids and would explode cardinality.
     let path = req.uri().path();
@@ -158,9 +171,7 @@ async fn count_requests(State(state): State<AppState>, req: Request, next: Next)
         "frontend"
     };
     let res = next.run(req).await;
-    state
-        .metrics
-        .requests
+    requests
         .with_label_values(&[method.as_str(), surface, res.status().as_str()])
         .inc();
     res
@@ -179,10 +190,15 @@ async fn api_method_not_allowed(method: axum::http::Method) -> ApiError {
     )
 }
 
-/// What the UI needs to know about the caller.
-pub async fn whoami_for(state: &AppState, user: Option<&CurrentUser>) -> WhoAmI {
+/// What the UI needs to know about the caller; `clusters` say whether each environment's
+/// cluster answers.
+pub async fn whoami_for(
+    config: &Config,
+    clusters: Option<&Arc<Clusters>>,
+    user: Option<&CurrentUser>,
+) -> WhoAmI {
     let environments = match user {
-        Some(u) => environments_for(state, u).await,
+        Some(u) => environments_for(config, clusters, u).await,
         None => vec![],
     };
     WhoAmI {
@@ -190,29 +206,27 @@ pub async fn whoami_for(state: &AppState, user: Option<&CurrentUser>) -> WhoAmI 
             name: u.name.clone(),
             groups: u.groups.clone(),
         }),
-        dev_mode: state.config.dev_login,
-        dev_users: if state.config.dev_login {
-            state
-                .config
-                .dev_users
-                .iter()
-                .map(|u| u.name.clone())
-                .collect()
+        dev_mode: config.dev_login,
+        dev_users: if config.dev_login {
+            config.dev_users.iter().map(|u| u.name.clone()).collect()
         } else {
             vec![]
         },
         environments,
         csrf_token: user.map(|u| u.csrf_token.clone()),
-        oidc_login: state.config.oidc.is_some(),
+        oidc_login: config.oidc.is_some(),
     }
 }
 
 /// The environments where `user` holds any permission, each with whether its cluster answers
 /// (the probes run side by side and are cached, so a cluster that is down costs one bounded
 /// wait at most, not one per page).
-async fn environments_for(state: &AppState, user: &CurrentUser) -> Vec<EnvironmentInfo> {
-    let visible = state
-        .config
+async fn environments_for(
+    config: &Config,
+    clusters: Option<&Arc<Clusters>>,
+    user: &CurrentUser,
+) -> Vec<EnvironmentInfo> {
+    let visible = config
         .environments
         .iter()
         .map(|e| (e, e.permissions_of(&user.name, &user.groups)))
@@ -222,16 +236,20 @@ async fn environments_for(state: &AppState, user: &CurrentUser) -> Vec<Environme
             name: e.name.clone(),
             tier: e.tier,
             permissions,
-            durations: state.config.durations.for_tier(e.tier),
-            cluster: cluster_status(state, e).await,
+            durations: config.durations.for_tier(e.tier),
+            cluster: cluster_status(config, clusters, e).await,
         }
     }))
     .await
 }
 
-async fn cluster_status(state: &AppState, e: &crate::config::Environment) -> ClusterStatus {
+async fn cluster_status(
+    config: &Config,
+    clusters: Option<&Arc<Clusters>>,
+    e: &crate::config::Environment,
+) -> ClusterStatus {
     let Some(creds) = &e.cluster else {
-        return if state.config.no_clusters {
+        return if config.no_clusters {
             ClusterStatus::ApiOnly
         } else {
             ClusterStatus::Missing {
@@ -240,7 +258,7 @@ async fn cluster_status(state: &AppState, e: &crate::config::Environment) -> Clu
         };
     };
     let reached_through = creds.describe();
-    let problem = match &state.clusters {
+    let problem = match clusters {
         Some(c) => c.unreachable(&e.name).await,
         None => None,
     };
@@ -262,8 +280,12 @@ async fn cluster_status(state: &AppState, e: &crate::config::Environment) -> Clu
 /// The caller, the dev-mode flag, their environments and CSRF token. Never 401.
 #[utoipa::path(get, path = "/api/breakglass/whoami", tag = "auth",
     responses((status = 200, description = "Who you are", body = WhoAmI)))]
-pub async fn whoami(State(state): State<AppState>, MaybeUser(user): MaybeUser) -> Json<WhoAmI> {
-    Json(whoami_for(&state, user.as_ref()).await)
+pub async fn whoami(
+    State(config): State<Arc<Config>>,
+    State(clusters): State<Option<Arc<Clusters>>>,
+    MaybeUser(user): MaybeUser,
+) -> Json<WhoAmI> {
+    Json(whoami_for(&config, clusters.as_ref(), user.as_ref()).await)
 }
 
 /// Environments where the caller holds any permission.
@@ -273,10 +295,11 @@ pub async fn whoami(State(state): State<AppState>, MaybeUser(user): MaybeUser) -
         (status = 401, description = "Not signed in", body = ErrorBody),
     ))]
 pub async fn environments(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(clusters): State<Option<Arc<Clusters>>>,
     user: CurrentUser,
 ) -> Json<Vec<EnvironmentInfo>> {
-    Json(environments_for(&state, &user).await)
+    Json(environments_for(&config, clusters.as_ref(), &user).await)
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
@@ -287,8 +310,8 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-async fn readyz(State(state): State<AppState>) -> Response {
-    match tokio::time::timeout(Duration::from_secs(3), state.store.ping()).await {
+async fn readyz(State(store): State<Arc<dyn Store>>) -> Response {
+    match tokio::time::timeout(Duration::from_secs(3), store.ping()).await {
         Ok(Ok(())) => (StatusCode::OK, "ready").into_response(),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "readiness: database unreachable");
@@ -302,9 +325,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+async fn metrics(State(metrics): State<Metrics>) -> Response {
     let mut buf = String::new();
-    let families = state.metrics.registry.gather();
+    let families = metrics.registry.gather();
     match prometheus::TextEncoder::new().encode_utf8(&families, &mut buf) {
         Ok(()) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], buf).into_response(),
         Err(e) => ApiError::internal(e).into_response(),

@@ -1,6 +1,8 @@
 //! `/sessions/{id}/recording`: the cast (stream and download) and its verification, for the
 //! requester and for approvers and reviewers of the environment only.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -11,10 +13,12 @@ use breakglass_shared::{ErrorBody, ErrorCode};
 use serde::Deserialize;
 
 use crate::auth::CurrentUser;
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::extract::{ApiQuery, SessionId};
+use crate::recorder::Recorder;
 use crate::recording::CheckOutcome;
-use crate::state::AppState;
+use crate::store::Store;
 
 /// Query of the recording download.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -33,20 +37,21 @@ pub struct RecordingQuery {
         (status = 404, description = "No such session, or nothing recorded", body = ErrorBody),
     ))]
 pub async fn recording(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
+    State(recorder): State<Arc<Recorder>>,
     user: CurrentUser,
     SessionId(id): SessionId,
     ApiQuery(q): ApiQuery<RecordingQuery>,
 ) -> Result<Response, ApiError> {
-    let (s, _) = user.session(&state, id, Action::ReadRecording).await?;
-    let recorder = &state.recorder;
-    let live = !s.state.is_final();
-    let Some(row) = s.recording.as_ref() else {
-        return Err(ApiError::not_found("nothing was recorded for this session"));
-    };
-    let bytes = crate::recording::segment::read_recording(recorder.store().as_ref(), row, live)
+    let (s, _) = user
+        .session(&config, store.as_ref(), id, Action::ReadRecording)
+        .await?;
+    let bytes = recorder
+        .read(&s)
         .await
-        .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("the recording store: {e}")))?;
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("the recording store: {e}")))?
+        .ok_or_else(nothing_recorded)?;
     let mut res = ([(header::CONTENT_TYPE, "application/x-asciicast")], bytes).into_response();
     if q.download == Some(true) {
         if let Ok(v) = format!("attachment; filename=\"{id}.cast\"").parse() {
@@ -66,23 +71,16 @@ pub async fn recording(
         (status = 404, description = "No such session, or nothing recorded", body = ErrorBody),
     ))]
 pub async fn verify(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
+    State(recorder): State<Arc<Recorder>>,
     user: CurrentUser,
     SessionId(id): SessionId,
 ) -> Result<Json<VerifyResult>, ApiError> {
-    let (s, _) = user.session(&state, id, Action::ReadRecording).await?;
-    let recorder = &state.recorder;
-    let rec = s
-        .recording
-        .as_ref()
-        .ok_or_else(|| ApiError::not_found("nothing was recorded for this session"))?;
-    let report = crate::recording::verify(
-        recorder.store().as_ref(),
-        recorder.log(),
-        rec,
-        s.rekor.as_ref(),
-    )
-    .await;
+    let (s, _) = user
+        .session(&config, store.as_ref(), id, Action::ReadRecording)
+        .await?;
+    let report = recorder.verify(&s).await.ok_or_else(nothing_recorded)?;
     Ok(Json(VerifyResult {
         ok: report.ok(),
         checks: report
@@ -102,4 +100,9 @@ pub async fn verify(
             })
             .collect(),
     }))
+}
+
+/// 404 for a session whose row names no recording.
+fn nothing_recorded() -> ApiError {
+    ApiError::not_found("nothing was recorded for this session")
 }

@@ -1,4 +1,7 @@
-//! `/sessions`: create, list, get, and every person-made change.
+//! `/sessions`: create, list, get, and every person-made change. The rules of each change are
+//! the lifecycle's; a handler checks who may ask, builds the event and maps the answer.
+
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -10,18 +13,16 @@ use breakglass_shared::api::{
 };
 use breakglass_shared::session::NewSession;
 use breakglass_shared::validate;
-use breakglass_shared::{
-    Actor, ErrorBody, ErrorCode, PermissionSet, Session, SessionEvent, SessionState,
-};
+use breakglass_shared::{Actor, ErrorBody, PermissionSet, Session, SessionEvent, SessionState};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::auth::CurrentUser;
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, ApiQuery, SessionId};
-use crate::lifecycle::Commit;
-use crate::state::AppState;
-use crate::store::{EventDraft, ListFilter};
+use crate::lifecycle::Lifecycle;
+use crate::store::{ListFilter, Store};
 
 fn actor(user: &CurrentUser, permissions: PermissionSet) -> Actor {
     Actor::User {
@@ -40,14 +41,14 @@ fn actor(user: &CurrentUser, permissions: PermissionSet) -> Actor {
         (status = 403, description = "No request permission there, or CSRF", body = ErrorBody),
     ))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(lifecycle): State<Arc<Lifecycle>>,
     user: CurrentUser,
     ApiJson(req): ApiJson<CreateSessionRequest>,
 ) -> Result<(StatusCode, Json<Session>), ApiError> {
     // An environment the caller holds nothing in is answered as an unknown one: its name is
     // not theirs to learn.
-    let env = state
-        .config
+    let env = config
         .environment(&req.environment)
         .filter(|e| e.permissions_of(&user.name, &user.groups).any())
         .ok_or_else(|| {
@@ -65,7 +66,7 @@ pub async fn create(
             env.name
         )));
     }
-    let bounds = state.config.durations.for_tier(env.tier);
+    let bounds = config.durations.for_tier(env.tier);
     req.validate(&bounds)?;
     if env.protected_namespaces.contains(&req.namespace) {
         return Err(ApiError::invalid(
@@ -93,10 +94,7 @@ pub async fn create(
         recycle: req.recycle,
         requester: user.name.clone(),
     };
-    let s = state
-        .lifecycle
-        .create(new, OffsetDateTime::now_utc())
-        .await?;
+    let s = lifecycle.create(new, OffsetDateTime::now_utc()).await?;
     Ok((StatusCode::CREATED, Json(s)))
 }
 
@@ -109,7 +107,8 @@ pub async fn create(
         (status = 401, description = "Not signed in", body = ErrorBody),
     ))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
     user: CurrentUser,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<SessionPage>, ApiError> {
@@ -137,7 +136,7 @@ pub async fn list(
         in_progress: q.in_progress == Some(true),
         review_due: q.review_due == Some(true),
         approver: q.approver.clone(),
-        environments_in: Some(user.visible_environments(&state)),
+        environments_in: Some(user.visible_environments(&config)),
         before,
         limit: limit + 1,
         ..Default::default()
@@ -152,8 +151,7 @@ pub async fn list(
         filter.state = Some(SessionState::PendingApproval);
         filter.requester_not = Some(user.name.clone());
         filter.environments_in = Some(
-            state
-                .config
+            config
                 .environments
                 .iter()
                 .filter(|e| e.permissions_of(&user.name, &user.groups).approve)
@@ -161,7 +159,7 @@ pub async fn list(
                 .collect(),
         );
     }
-    let mut items = state.store.list(&filter).await?;
+    let mut items = store.list(&filter).await?;
     let next_cursor = if items.len() > limit as usize {
         items.truncate(limit as usize);
         items.last().map(|s| s.id.to_string())
@@ -180,14 +178,17 @@ pub async fn list(
         (status = 404, description = "No such session (or not visible to you)", body = ErrorBody),
     ))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
     user: CurrentUser,
     SessionId(id): SessionId,
 ) -> Result<Json<SessionDetail>, ApiError> {
-    let (session, _) = user.session(&state, id, Action::View).await?;
-    let events = state.store.events(id).await?;
+    let (session, _) = user
+        .session(&config, store.as_ref(), id, Action::View)
+        .await?;
+    let events = store.events(id).await?;
     let approvers = if session.state == SessionState::PendingApproval {
-        approvers_of(&state, &session)
+        approvers_of(&config, &session)
     } else {
         vec![]
     };
@@ -199,8 +200,8 @@ pub async fn get(
 }
 
 /// Who may approve `s`: configured users and groups holding `approve`, minus the requester.
-fn approvers_of(state: &AppState, s: &Session) -> Vec<String> {
-    let Some(env) = state.config.environment(&s.environment) else {
+fn approvers_of(config: &Config, s: &Session) -> Vec<String> {
+    let Some(env) = config.environment(&s.environment) else {
         return vec![];
     };
     let Some(h) = env.permissions.get(&breakglass_shared::Permission::Approve) else {
@@ -213,8 +214,8 @@ fn approvers_of(state: &AppState, s: &Session) -> Vec<String> {
         .cloned()
         .collect();
     // Demo users are known by name, so list them rather than their groups.
-    for u in &state.config.dev_users {
-        if state.config.dev_login
+    for u in &config.dev_users {
+        if config.dev_login
             && u.name != s.requester
             && u.groups.iter().any(|g| h.groups.contains(g))
             && !out.contains(&u.name)
@@ -226,59 +227,18 @@ fn approvers_of(state: &AppState, s: &Session) -> Vec<String> {
     out
 }
 
-/// Shared body of the person-made transitions: `action` is refused early by the same rule the
-/// state machine applies to the event `make` builds.
-async fn transition(
-    state: &AppState,
+/// The caller as the actor of `action` on session `id`, if [`Session::may`] lets them do it:
+/// the state machine applies the same rule to the event, but a refusal here comes before the
+/// write, and a session they may not see answers 404.
+async fn actor_for(
+    config: &Config,
+    store: &dyn Store,
     user: &CurrentUser,
     id: Uuid,
     action: Action,
-    make: impl Fn(Actor) -> SessionEvent + Send + Sync,
-) -> Result<Json<Session>, ApiError> {
-    let (_, perms) = user.session(state, id, action).await?;
-    let a = actor(user, perms);
-    let decides = matches!(action, Action::Approve | Action::Deny | Action::BreakGlass);
-    let expiry = state.config.approval_expiry;
-    let past_deadline = std::sync::atomic::AtomicBool::new(false);
-    let applied = state
-        .lifecycle
-        .apply(id, |s| {
-            // The deadline holds whether or not the sweep has come by yet.
-            if decides
-                && s.state == SessionState::PendingApproval
-                && s.created_at + expiry <= OffsetDateTime::now_utc()
-            {
-                past_deadline.store(true, std::sync::atomic::Ordering::Relaxed);
-                return Err(expired(expiry));
-            }
-            Ok::<_, ApiError>(make(a.clone()))
-        })
-        .await;
-    match applied {
-        Ok(next) => Ok(Json(next)),
-        Err(e) if past_deadline.load(std::sync::atomic::Ordering::Relaxed) => {
-            // Do now what the sweep would: the row says what the refusal said.
-            if let Err(err) = state.lifecycle.apply_event(id, SessionEvent::Expire).await {
-                tracing::debug!(%id, error = %err, "expired request not marked (moved on meanwhile)");
-            }
-            Err(e)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// 409 for a decision on a request past its approval deadline.
-fn expired(expiry: time::Duration) -> ApiError {
-    let mut e = ApiError::new(
-        ErrorCode::WrongState,
-        format!(
-            "this request waited longer than {} minutes for approval and has expired; \
-             the requester can ask again",
-            expiry.whole_minutes()
-        ),
-    );
-    e.body.state = Some(SessionState::Expired);
-    e
+) -> Result<Actor, ApiError> {
+    let (_, perms) = user.session(config, store, id, action).await?;
+    Ok(actor(user, perms))
 }
 
 macro_rules! transition_doc {
@@ -294,14 +254,16 @@ macro_rules! transition_doc {
                 (status = 409, description = "Wrong state (`state` names it) or a lost race", body = ErrorBody),
             ))]
         pub async fn $name(
-            State(state): State<AppState>,
+            State(config): State<Arc<Config>>,
+            State(store): State<Arc<dyn Store>>,
+            State(lifecycle): State<Arc<Lifecycle>>,
             user: CurrentUser,
             SessionId(id): SessionId,
         ) -> Result<Json<Session>, ApiError> {
-            transition(&state, &user, id, transition_doc!(@action $name), |by| {
-                transition_doc!(@event $name, by)
-            })
-            .await
+            let action = transition_doc!(@action $name);
+            let by = actor_for(&config, store.as_ref(), &user, id, action).await?;
+            let next = lifecycle.act(id, transition_doc!(@event $name, by)).await?;
+            Ok(Json(next))
         }
     };
     (@event approve, $by:ident) => { SessionEvent::Approve { by: $by } };
@@ -348,18 +310,18 @@ transition_doc!(
         (status = 409, description = "Wrong state or a lost race", body = ErrorBody),
     ))]
 pub async fn deny(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
+    State(lifecycle): State<Arc<Lifecycle>>,
     user: CurrentUser,
     SessionId(id): SessionId,
     ApiJson(req): ApiJson<DenyRequest>,
 ) -> Result<Json<Session>, ApiError> {
     validate::note("reason", &req.reason, true)?;
+    let by = actor_for(&config, store.as_ref(), &user, id, Action::Deny).await?;
     let reason = req.reason.trim().to_string();
-    transition(&state, &user, id, Action::Deny, |by| SessionEvent::Deny {
-        by,
-        reason: reason.clone(),
-    })
-    .await
+    let next = lifecycle.act(id, SessionEvent::Deny { by, reason }).await?;
+    Ok(Json(next))
 }
 
 /// Record a review of a finished session (needs `approve`; not your own).
@@ -375,26 +337,20 @@ pub async fn deny(
         (status = 409, description = "Not finished, or already reviewed", body = ErrorBody),
     ))]
 pub async fn review(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
+    State(lifecycle): State<Arc<Lifecycle>>,
     user: CurrentUser,
     SessionId(id): SessionId,
     ApiJson(req): ApiJson<ReviewRequest>,
 ) -> Result<Json<Session>, ApiError> {
     validate::note("notes", &req.notes, false)?;
-    let (_, perms) = user.session(&state, id, Action::Review).await?;
-    let notes = req.notes.trim().to_string();
-    let next = state
-        .lifecycle
-        .commit(id, |s, now| {
-            let next = s.review(&user.name, &perms, req.verdict, &notes, now)?;
-            let draft = EventDraft {
-                actor: user.name.clone(),
-                kind: "review".into(),
-                detail: Some(format!("{}: {}", req.verdict.as_str(), notes)),
-                at: now,
-            };
-            Ok::<_, ApiError>((next, draft, Commit::Review))
-        })
+    let (_, perms) = user
+        .session(&config, store.as_ref(), id, Action::Review)
+        .await?;
+    let notes = req.notes.trim();
+    let next = lifecycle
+        .review(id, &user.name, &perms, req.verdict, notes)
         .await?;
     Ok(Json(next))
 }

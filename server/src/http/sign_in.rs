@@ -18,9 +18,9 @@ use super::extract::ApiQuery;
 pub use crate::auth::oidc::OidcProvider;
 use crate::auth::oidc::{safe_return_path, OidcError, PendingLogin, Provider, LOGIN_SECONDS};
 use crate::auth::{begin_login, CurrentUser, ProviderTokens, Source, SESSION_COOKIE};
+use crate::config::Config;
 use crate::error::ApiError;
-use crate::state::AppState;
-use crate::store::{LoginSelector, LoginSource};
+use crate::store::{LoginSelector, LoginSource, Store};
 use breakglass_shared::names;
 
 /// The cookie holding a started sign-in until the provider sends the browser back.
@@ -57,7 +57,7 @@ pub struct CallbackQuery {
         (status = 502, description = "The provider is unreachable or misconfigured (an HTML page)"),
     ))]
 pub async fn oidc_login(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
     jar: SignedCookieJar,
     ApiQuery(q): ApiQuery<LoginQuery>,
@@ -73,7 +73,7 @@ pub async fn oidc_login(
     .http_only(true)
     // Lax, not Strict: the provider's redirect back is a cross-site navigation.
     .same_site(SameSite::Lax)
-    .secure(state.config.public_url.as_ref().is_some_and(|p| p.secure))
+    .secure(config.public_url.as_ref().is_some_and(|p| p.secure))
     .path(PENDING_PATH)
     .max_age(time::Duration::seconds(LOGIN_SECONDS))
     .build();
@@ -92,7 +92,8 @@ pub async fn oidc_login(
         (status = 502, description = "The provider failed or its ID token did not verify (an HTML page)"),
     ))]
 pub async fn oidc_callback(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
     jar: SignedCookieJar,
     ApiQuery(q): ApiQuery<CallbackQuery>,
@@ -102,14 +103,15 @@ pub async fn oidc_callback(
         .and_then(|c| serde_json::from_str::<PendingLogin>(c.value()).ok());
     // A sign-in is completed (or fails) once: the same callback again finds nothing pending.
     let jar = jar.remove(Cookie::build(PENDING_COOKIE).path(PENDING_PATH));
-    match complete(&state, provider, pending, q).await {
+    match complete(&config, store.as_ref(), provider, pending, q).await {
         Ok((cookie, return_to)) => (jar.add(cookie), Redirect::to(&return_to)).into_response(),
         Err(page) => (jar, page).into_response(),
     }
 }
 
 async fn complete(
-    state: &AppState,
+    config: &Config,
+    store: &dyn Store,
     provider: Option<Arc<Provider>>,
     pending: Option<PendingLogin>,
     q: CallbackQuery,
@@ -133,15 +135,13 @@ async fn complete(
         .code
         .ok_or_else(|| OidcError::Refused("the callback carries no code".into()))?;
     let who = provider.finish(&pending, code).await?;
-    let user = names::normalise(&who.user, state.config.fold_names).map_err(|e| {
-        SignInPage::RefusedName {
+    let user =
+        names::normalise(&who.user, config.fold_names).map_err(|e| SignInPage::RefusedName {
             user: who.user.clone(),
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     let lifetime = provider.settings().session_lifetime;
-    let granted = state
-        .config
+    let granted = config
         .environments
         .iter()
         .any(|e| e.permissions_of(&user, &who.groups).any());
@@ -153,7 +153,8 @@ async fn complete(
     }
     tracing::info!(%user, groups = ?who.groups, "signed in through OIDC");
     let (_, cookie) = begin_login(
-        state,
+        config,
+        store,
         &user,
         LoginSource::Oidc,
         who.groups,
@@ -180,7 +181,7 @@ async fn complete(
         (status = 403, description = "CSRF check failed", body = ErrorBody),
     ))]
 pub async fn logout(
-    State(state): State<AppState>,
+    State(store): State<Arc<dyn Store>>,
     user: CurrentUser,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
     jar: SignedCookieJar,
@@ -189,9 +190,8 @@ pub async fn logout(
     // logout that could not end it must say so rather than only forget this browser's copy.
     let mut id_token = None;
     if let Some(id) = user.login {
-        id_token = state.store.get_login(id).await?.and_then(|l| l.id_token);
-        state
-            .store
+        id_token = store.get_login(id).await?.and_then(|l| l.id_token);
+        store
             .revoke_logins(
                 &LoginSelector::Id(id),
                 &user.name,

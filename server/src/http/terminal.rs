@@ -1,5 +1,7 @@
 //! `GET /sessions/{id}/terminal`: the WebSocket to the session's debug container.
 
+use std::sync::Arc;
+
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::State;
@@ -8,9 +10,10 @@ use axum::response::Response;
 use breakglass_shared::ErrorCode;
 
 use crate::auth::{check_origin, CurrentUser};
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::extract::SessionId;
-use crate::state::AppState;
+use crate::relay::Relay;
 
 /// What the terminal socket reads from the browser at once.
 const READ_BUFFER: usize = 8 * 1024;
@@ -18,7 +21,8 @@ const READ_BUFFER: usize = 8 * 1024;
 /// Upgrades to the terminal WebSocket. Refusals after the upgrade (not the requester, not
 /// active, ended) are close frames with a code from `terminal::close` and a reason.
 pub async fn terminal(
-    State(state): State<AppState>,
+    State(config): State<Arc<Config>>,
+    State(relay): State<Arc<Relay>>,
     user: CurrentUser,
     headers: HeaderMap,
     SessionId(id): SessionId,
@@ -40,13 +44,12 @@ pub async fn terminal(
             "a terminal WebSocket must carry the Origin of the break-glass page; open it from the page",
         ));
     }
-    check_origin(&state, &headers)?;
-    let ctx = state.0.clone();
+    check_origin(&config, &headers)?;
     Ok(ws
         .max_message_size(breakglass_shared::terminal::MAX_FRAME * 2)
         // The browser sends keystrokes and resizes, a few bytes each: tungstenite's default
         // 128 KiB read buffer is zero-filled on the first read and then held by every open
         // terminal, idle or not (BENCHMARKS.md, "Relay and recording").
         .read_buffer_size(READ_BUFFER)
-        .on_upgrade(move |socket| async move { ctx.relay.serve(socket, id, user.name).await }))
+        .on_upgrade(move |socket| async move { relay.serve(socket, id, user.name).await }))
 }

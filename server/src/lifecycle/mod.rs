@@ -11,13 +11,15 @@ mod claims;
 mod commit;
 mod drive;
 mod progress;
+#[cfg(test)]
+mod tests;
 
 use std::sync::{Arc, Weak};
 
 use breakglass_shared::api::SessionChange;
 use breakglass_shared::session::{NewSession, Progress, RekorEntry};
-use breakglass_shared::session::{ReviewError, TransitionError};
-use breakglass_shared::{Session, SessionEvent, SessionState};
+use breakglass_shared::session::{ReviewError, TransitionError, Verdict};
+use breakglass_shared::{PermissionSet, Session, SessionEvent, SessionState};
 use prometheus::IntCounterVec;
 use time::OffsetDateTime;
 use tokio::sync::{broadcast, mpsc};
@@ -47,6 +49,14 @@ pub enum Error {
     /// The review was refused.
     #[error(transparent)]
     Review(#[from] ReviewError),
+    /// A decision came after the request's approval deadline (this long after it was made);
+    /// the request is `Expired` now.
+    #[error(
+        "this request waited longer than {} minutes for approval and has expired; \
+         the requester can ask again",
+        .0.whole_minutes()
+    )]
+    Expired(time::Duration),
     /// Every compare-and-set attempt lost a race; the state the row was last seen in.
     #[error("someone else changed this session at the same moment")]
     Conflict(Option<SessionState>),
@@ -69,6 +79,8 @@ pub struct Lifecycle {
     /// Whether requests in an environment without a cluster wait in `Approved` (the API-only
     /// `--no-clusters` mode) instead of failing at once.
     park_without_cluster: bool,
+    /// How long a Flight request waits for a decision.
+    approval_expiry: time::Duration,
     /// Sessions being driven on this replica now.
     driving: claims::Claims,
     /// Room for the sweep's drives: a pass starts at most this many at once, so a stuck
@@ -98,6 +110,10 @@ pub struct Ports {
     /// `--no-clusters`: requests where no cluster is configured wait in `Approved` instead of
     /// failing at once with the configuration that fixes it.
     pub park_without_cluster: bool,
+    /// How long a Flight request waits for a decision: after it, approving, denying or
+    /// breaking the glass is refused and the request expires, whether or not the sweep has
+    /// come by yet.
+    pub approval_expiry: time::Duration,
 }
 
 impl Lifecycle {
@@ -111,6 +127,7 @@ impl Lifecycle {
             recorder: ports.recorder,
             terminals: ports.terminals,
             park_without_cluster: ports.park_without_cluster,
+            approval_expiry: ports.approval_expiry,
             driving: claims::Claims::default(),
             sweep_drives: Arc::new(tokio::sync::Semaphore::new(SWEEP_DRIVES)),
             me: me.clone(),
@@ -165,23 +182,68 @@ impl Lifecycle {
         Ok(session)
     }
 
-    /// Applies the event `make` builds from the current row, retrying on a lost race.
-    pub async fn apply<F, E>(&self, id: Uuid, make: F) -> Result<Session, E>
-    where
-        F: Fn(&Session) -> Result<SessionEvent, E> + Send + Sync,
-        E: From<Error>,
-    {
+    /// Applies a person's `event` (its actor names them), retrying on a lost race. A decision
+    /// (approve, deny, break the glass) on a request past its approval deadline is refused with
+    /// [`Error::Expired`], and the same write marks the request `Expired`, so the row says what
+    /// the refusal says.
+    pub async fn act(&self, id: Uuid, event: SessionEvent) -> Result<Session, Error> {
+        let decides = matches!(
+            event,
+            SessionEvent::Approve { .. }
+                | SessionEvent::Deny { .. }
+                | SessionEvent::BreakGlass { .. }
+        );
+        let next = self
+            .commit(id, |s, now| {
+                let overdue = decides
+                    && s.state == SessionState::PendingApproval
+                    && s.created_at + self.approval_expiry <= now;
+                let event = if overdue {
+                    &SessionEvent::Expire
+                } else {
+                    &event
+                };
+                let next = s.apply(event, now)?;
+                Ok((next, draft_for(event, now), Commit::of(event)))
+            })
+            .await?;
+        // Only `Expire` leads to `Expired`, and no person's event is one: the deadline passed.
+        if next.state == SessionState::Expired {
+            return Err(Error::Expired(self.approval_expiry));
+        }
+        Ok(next)
+    }
+
+    /// Applies a system event (no person behind it).
+    pub async fn apply_event(&self, id: Uuid, event: SessionEvent) -> Result<Session, Error> {
         self.commit(id, |s, now| {
-            let event = make(s)?;
-            let next = s.apply(&event, now).map_err(Error::from)?;
+            let next = s.apply(&event, now)?;
             Ok((next, draft_for(&event, now), Commit::of(&event)))
         })
         .await
     }
 
-    /// Applies a system event (no person behind it).
-    pub async fn apply_event(&self, id: Uuid, event: SessionEvent) -> Result<Session, Error> {
-        self.apply(id, |_| Ok(event.clone())).await
+    /// Records `reviewer`'s review of a finished session: their `verdict` and `notes`, under
+    /// the `permissions` they hold in its environment.
+    pub async fn review(
+        &self,
+        id: Uuid,
+        reviewer: &str,
+        permissions: &PermissionSet,
+        verdict: Verdict,
+        notes: &str,
+    ) -> Result<Session, Error> {
+        self.commit(id, |s, now| {
+            let next = s.review(reviewer, permissions, verdict, notes, now)?;
+            let draft = EventDraft {
+                actor: reviewer.to_string(),
+                kind: Commit::Review.label().into(),
+                detail: Some(format!("{}: {notes}", verdict.as_str())),
+                at: now,
+            };
+            Ok((next, draft, Commit::Review))
+        })
+        .await
     }
 
     /// Records a step on the session row, through the state machine.
@@ -202,10 +264,11 @@ impl Lifecycle {
 
     /// The write primitive: read, compute the next row with `step`, compare-and-set; on a lost
     /// race, read again and recompute.
-    pub async fn commit<F, E>(&self, id: Uuid, step: F) -> Result<Session, E>
+    async fn commit<F>(&self, id: Uuid, step: F) -> Result<Session, Error>
     where
-        F: Fn(&Session, OffsetDateTime) -> Result<(Session, EventDraft, Commit), E> + Send + Sync,
-        E: From<Error>,
+        F: Fn(&Session, OffsetDateTime) -> Result<(Session, EventDraft, Commit), Error>
+            + Send
+            + Sync,
     {
         let mut last = None;
         for _ in 0..CAS_ATTEMPTS {
@@ -218,10 +281,10 @@ impl Lifecycle {
                     return Ok(next);
                 }
                 Err(StoreError::Conflict { current }) => last = current,
-                Err(e) => return Err(Error::from(e).into()),
+                Err(e) => return Err(e.into()),
             }
         }
-        Err(Error::Conflict(last).into())
+        Err(Error::Conflict(last))
     }
 
     async fn get(&self, id: Uuid) -> Result<Session, Error> {

@@ -21,6 +21,7 @@ mod anchor;
 mod finals;
 mod keeper;
 mod making;
+mod reading;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
