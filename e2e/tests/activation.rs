@@ -477,37 +477,66 @@ fn breakglass_server_exit_code() -> i32 {
 }
 
 /// Two replicas on one database (PostgreSQL: SQLite serves one): exactly one holds the sweep
-/// lease; when it dies the other takes over.
+/// lease, round after round; when it dies, whichever it was, the other takes over.
 #[tokio::test]
 async fn two_replicas_one_sweeps() {
     let rig = Rig::new("bg-replicas", "ground", &[]).await;
     let db = breakglass_e2e::postgres::fresh_database().await.unwrap();
     let env = [("BREAKGLASS_DATABASE_URL", db.as_str())];
-    let mut a = rig.start(&env).await;
+    let a = rig.start(&env).await;
     let b = rig.start(&env).await;
-    let leader = |url: String| async move {
-        let text = reqwest::get(format!("{url}/metrics")).await?.text().await?;
-        Ok::<bool, anyhow::Error>(text.lines().any(|l| l == "breakglass_sweep_leader 1"))
-    };
     let (la, lb) = wait_until("one leader", Duration::from_secs(20), || async {
-        let (la, lb) = (leader(a.url.clone()).await?, leader(b.url.clone()).await?);
+        let (la, lb) = (
+            sweep_metric(&a.url, "breakglass_sweep_leader").await? == 1,
+            sweep_metric(&b.url, "breakglass_sweep_leader").await? == 1,
+        );
         Ok((la ^ lb).then_some((la, lb)))
     })
     .await
     .unwrap();
     assert!(la ^ lb);
-    // Stay stable for a few sweeps: never both.
-    for _ in 0..5 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        assert!(!(leader(a.url.clone()).await.unwrap() && leader(b.url.clone()).await.unwrap()));
-    }
-    if la {
-        a.kill().await.unwrap();
-        wait_until("b takes over", Duration::from_secs(20), || async {
-            Ok(leader(b.url.clone()).await?.then_some(()))
-        })
-        .await
-        .unwrap();
-    }
-    let _ = ApiClient::login(&b.url, "alice").await.unwrap();
+    // Never both, for five rounds of each replica's loop (each round asks for the lease once):
+    // counted, not timed, so a slow machine cannot cut the check short.
+    let start = (
+        sweep_metric(&a.url, "breakglass_sweep_rounds_total")
+            .await
+            .unwrap(),
+        sweep_metric(&b.url, "breakglass_sweep_rounds_total")
+            .await
+            .unwrap(),
+    );
+    wait_until(
+        "five rounds on each replica",
+        Duration::from_secs(60),
+        || async {
+            let both = sweep_metric(&a.url, "breakglass_sweep_leader").await? == 1
+                && sweep_metric(&b.url, "breakglass_sweep_leader").await? == 1;
+            assert!(!both, "both replicas lead the sweep");
+            let ra = sweep_metric(&a.url, "breakglass_sweep_rounds_total").await?;
+            let rb = sweep_metric(&b.url, "breakglass_sweep_rounds_total").await?;
+            Ok((ra >= start.0 + 5 && rb >= start.1 + 5).then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+    let (mut leader, follower) = if la { (a, b) } else { (b, a) };
+    leader.kill().await.unwrap();
+    wait_until(
+        "the other replica takes over",
+        Duration::from_secs(20),
+        || async {
+            Ok((sweep_metric(&follower.url, "breakglass_sweep_leader").await? == 1).then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+    let _ = ApiClient::login(&follower.url, "alice").await.unwrap();
+}
+
+/// The value of an unlabelled metric on a replica's `/metrics`.
+async fn sweep_metric(url: &str, name: &str) -> anyhow::Result<u64> {
+    let text = reqwest::get(format!("{url}/metrics")).await?.text().await?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("{url}/metrics has no {name}"))
 }

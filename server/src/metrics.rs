@@ -1,7 +1,7 @@
 //! The server's Prometheus metrics, registered once per server context and
 //! handed to the parts that count (the lifecycle, the recorder, the sweep, HTTP).
 
-use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 /// Prometheus metrics of one server.
 #[derive(Clone)]
@@ -18,6 +18,9 @@ pub struct Metrics {
     pub sweep_actions: IntCounterVec,
     /// 1 while this replica holds the sweep lease.
     pub sweep_leader: IntGauge,
+    /// Rounds of the sweep's loop, leading or not: each asked for the lease once, so a test
+    /// can wait for rounds (not seconds) before it says who did not lead.
+    pub sweep_rounds: IntCounter,
     /// Attempts to anchor a final recording hash, by outcome (anchored, failed).
     pub anchors: IntCounterVec,
 }
@@ -47,6 +50,11 @@ impl Metrics {
         )?;
         let sweep_leader = IntGauge::new("breakglass_sweep_leader", "1 while this replica sweeps")?;
         registry.register(Box::new(sweep_leader.clone()))?;
+        let sweep_rounds = IntCounter::new(
+            "breakglass_sweep_rounds_total",
+            "Rounds of the sweep's loop, each asking for the lease once",
+        )?;
+        registry.register(Box::new(sweep_rounds.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(transitions.clone()))?;
         registry.register(Box::new(sse_open.clone()))?;
@@ -67,6 +75,7 @@ impl Metrics {
             sse_open,
             sweep_actions,
             sweep_leader,
+            sweep_rounds,
         })
     }
 }

@@ -364,7 +364,9 @@ pub async fn run(ctx: Arc<Context>) {
         tick.tick().await;
         let now = OffsetDateTime::now_utc();
         let now_ms = i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
-        match ctx.store.try_lease(LEASE, &holder, now_ms, ttl_ms).await {
+        let leading = ctx.store.try_lease(LEASE, &holder, now_ms, ttl_ms).await;
+        ctx.metrics.sweep_rounds.inc();
+        match leading {
             Ok(true) => ctx.metrics.sweep_leader.set(1),
             Ok(false) => {
                 ctx.metrics.sweep_leader.set(0);
