@@ -5,7 +5,8 @@
 use breakglass_shared::SessionEvent;
 
 /// The kind of a committed change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Commit {
     /// A new request was stored.
     Create,
@@ -56,25 +57,10 @@ impl Commit {
         }
     }
 
-    /// The stable name used in metrics, the events table and the live stream (the same as
-    /// [`SessionEvent::kind`] for event changes).
+    /// The stable name used in metrics, the events table and the live stream: the variant in
+    /// snake case, derived as [`SessionEvent::kind`] is, so an event change's label is its kind.
     pub fn label(self) -> &'static str {
-        match self {
-            Commit::Create => "create",
-            Commit::Approve => "approve",
-            Commit::Deny => "deny",
-            Commit::BreakGlass => "break_glass",
-            Commit::End => "end",
-            Commit::Terminate => "terminate",
-            Commit::SystemEnd => "system_end",
-            Commit::Expire => "expire",
-            Commit::BeginActivation => "begin_activation",
-            Commit::Activated => "activated",
-            Commit::ActivationFailed => "activation_failed",
-            Commit::CleanupDone => "cleanup_done",
-            Commit::Progress => "progress",
-            Commit::Review => "review",
-        }
+        self.into()
     }
 
     /// Whether the change may leave a session `Approved` with activation owed by this server.
@@ -85,40 +71,5 @@ impl Commit {
     /// Whether the change may leave a session `Ending` with cleanup owed by this server.
     pub fn ends(self) -> bool {
         matches!(self, Commit::End | Commit::Terminate | Commit::SystemEnd)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use breakglass_shared::session::Progress;
-    use breakglass_shared::{Actor, EndReason};
-
-    use super::*;
-
-    #[test]
-    fn labels_are_the_event_kinds() {
-        let by = Actor::System;
-        let events = [
-            SessionEvent::Approve { by: by.clone() },
-            SessionEvent::Deny {
-                by: by.clone(),
-                reason: "no".into(),
-            },
-            SessionEvent::BreakGlass { by: by.clone() },
-            SessionEvent::End { by: by.clone() },
-            SessionEvent::Terminate { by },
-            SessionEvent::SystemEnd {
-                reason: EndReason::TtlExpired,
-            },
-            SessionEvent::Expire,
-            SessionEvent::BeginActivation,
-            SessionEvent::Activated,
-            SessionEvent::ActivationFailed { error: "x".into() },
-            SessionEvent::CleanupDone,
-            SessionEvent::Progress(Progress::ProcessAccessAnnotated),
-        ];
-        for e in &events {
-            assert_eq!(Commit::of(e).label(), e.kind(), "{e:?}");
-        }
     }
 }
