@@ -4,7 +4,7 @@
 
 use breakglass_shared::validate;
 
-use super::render::RenderError;
+use super::input::RenderError;
 
 /// What Kubernetes puts before `<namespace>:<name>` in a service account's username.
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";

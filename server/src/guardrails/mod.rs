@@ -31,6 +31,7 @@
 
 pub mod doctor;
 mod identity;
+mod input;
 mod manifest;
 pub mod render;
 mod template;

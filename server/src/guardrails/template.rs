@@ -7,7 +7,7 @@ use breakglass_shared::Tier;
 use serde_json::Value;
 
 use super::identity::{cel_string, Identity};
-use super::render::{RenderError, RenderInput};
+use super::input::{RenderError, RenderInput};
 use super::ALLOWED_CAPABILITIES;
 
 /// The templates, in apply order (a namespace before what lives in it, the parameter

@@ -1,5 +1,7 @@
 //! The rendered objects, checked as the cluster will read them.
 
+use breakglass_shared::Tier;
+
 use super::*;
 use crate::config::DEFAULT_DEBUG_IMAGE;
 use crate::guardrails::{CLUSTER_RBAC_NAMES, POLICIES};
