@@ -109,7 +109,7 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
     /// The recording store is misconfigured.
     #[error("recording store: {0}")]
-    Recording(crate::recording::StoreError),
+    Recording(crate::recording::RecordingStoreError),
 }
 
 impl Context {

@@ -13,7 +13,7 @@ const FINALS_PER_PASS: usize = 3;
 use super::Recorder;
 use crate::ports::RecordingError;
 use crate::recording::segment::{parse_segment_key, segment_key, SegmentMeta};
-use crate::recording::{sha256_hex, Resumable, StoreError};
+use crate::recording::{sha256_hex, RecordingStoreError, Resumable};
 use crate::store::ListFilter;
 
 impl Recorder {
@@ -62,7 +62,7 @@ impl Recorder {
         let stored = crate::recording::segment::build_final(self.store.as_ref(), last)
             .await
             .map_err(|e| match e {
-                StoreError::Corrupt(why) => RecordingError::Resume(format!(
+                RecordingStoreError::Corrupt(why) => RecordingError::Resume(format!(
                     "the final recording was not built: {why} (run verify-recording)"
                 )),
                 other => RecordingError::StoreUnavailable(other.to_string()),

@@ -38,8 +38,8 @@ use uuid::Uuid;
 use crate::connections::Connections;
 use crate::ports::{RecorderEvent, Recording, RecordingError, Recordings, Terminals};
 use crate::recording::{
-    recording_key, CastWriter, OnStored, RecordingConfig, RecordingStore, Resumable, SessionInfo,
-    TransparencyLog, WriterState,
+    recording_key, CastWriter, OnStored, RecordingConfig, RecordingStore, RecordingStoreError,
+    Resumable, SessionInfo, TransparencyLog, WriterState,
 };
 use crate::store::Store;
 
@@ -117,7 +117,7 @@ impl Recorder {
     /// the keeper, which lives as long as the recorder.
     pub fn new(
         parts: RecorderParts,
-    ) -> Result<(Arc<Recorder>, mpsc::Receiver<RecorderEvent>), crate::recording::StoreError> {
+    ) -> Result<(Arc<Recorder>, mpsc::Receiver<RecorderEvent>), RecordingStoreError> {
         let (events, rx) = mpsc::channel(1024);
         let recorder = Arc::new(Recorder {
             store: parts.config.open_store()?,

@@ -4,13 +4,13 @@
 use breakglass_shared::Session;
 
 use super::Recorder;
-use crate::recording::{segment::read_recording, StoreError, VerifyReport};
+use crate::recording::{segment::read_recording, RecordingStoreError, VerifyReport};
 
 impl Recorder {
     /// The cast of `session`: the version on its row once the session is final, the latest
     /// stored while it is live (the row names a version only after the store took it).
     /// `Ok(None)` when nothing was recorded.
-    pub async fn read(&self, session: &Session) -> Result<Option<Vec<u8>>, StoreError> {
+    pub async fn read(&self, session: &Session) -> Result<Option<Vec<u8>>, RecordingStoreError> {
         let Some(row) = &session.recording else {
             return Ok(None);
         };

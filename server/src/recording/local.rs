@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use sha2::{Digest, Sha256};
 
-use super::{CastBody, Chunks, Meta, RecordingStore, StoreError, StoredVersion};
+use super::{CastBody, Chunks, Meta, RecordingStore, RecordingStoreError, StoredVersion};
 
 mod uncached;
 
@@ -44,20 +44,20 @@ impl LocalStore {
     }
 
     /// The directory holding the versions of `key` (`<dir>/<key>.v`).
-    pub fn versions_dir(&self, key: &str) -> Result<PathBuf, StoreError> {
+    pub fn versions_dir(&self, key: &str) -> Result<PathBuf, RecordingStoreError> {
         validate_key(key)?;
         Ok(self.dir.join(format!("{key}.v")))
     }
 
     /// The file of `version` of `key`.
-    pub fn version_path(&self, key: &str, version: &str) -> Result<PathBuf, StoreError> {
+    pub fn version_path(&self, key: &str, version: &str) -> Result<PathBuf, RecordingStoreError> {
         let n = parse_version(key, version)?;
         Ok(self.versions_dir(key)?.join(n.to_string()))
     }
 }
 
 /// Accepts `a/b/c.cast`-style keys: relative, segments of `[A-Za-z0-9._-]`, no `.`/`..`.
-fn validate_key(key: &str) -> Result<(), StoreError> {
+fn validate_key(key: &str) -> Result<(), RecordingStoreError> {
     let ok = !key.is_empty()
         && key.len() <= 512
         && key.split('/').all(|seg| {
@@ -71,12 +71,12 @@ fn validate_key(key: &str) -> Result<(), StoreError> {
     if ok {
         Ok(())
     } else {
-        Err(StoreError::InvalidKey(key.to_string()))
+        Err(RecordingStoreError::InvalidKey(key.to_string()))
     }
 }
 
-fn parse_version(key: &str, version: &str) -> Result<u64, StoreError> {
-    let not_found = || StoreError::NotFound {
+fn parse_version(key: &str, version: &str) -> Result<u64, RecordingStoreError> {
+    let not_found = || RecordingStoreError::NotFound {
         key: key.to_string(),
         version: Some(version.to_string()),
     };
@@ -218,16 +218,16 @@ fn publish(vdir: &Path, tmp: &Path, meta: &Meta) -> io::Result<u64> {
 }
 
 /// The version to read: `requested`, or the latest.
-fn pick(vdir: &Path, key: &str, requested: Option<u64>) -> Result<u64, StoreError> {
+fn pick(vdir: &Path, key: &str, requested: Option<u64>) -> Result<u64, RecordingStoreError> {
     match requested {
         Some(n) => Ok(n),
         None => match latest_number(vdir) {
-            Ok(0) => Err(StoreError::NotFound {
+            Ok(0) => Err(RecordingStoreError::NotFound {
                 key: key.to_string(),
                 version: None,
             }),
             Ok(n) => Ok(n),
-            Err(e) => Err(StoreError::Unavailable(format!(
+            Err(e) => Err(RecordingStoreError::Unavailable(format!(
                 "cannot list {}: {e}",
                 vdir.display()
             ))),
@@ -235,25 +235,28 @@ fn pick(vdir: &Path, key: &str, requested: Option<u64>) -> Result<u64, StoreErro
     }
 }
 
-fn read_version(vdir: &Path, key: &str, n: u64) -> Result<Vec<u8>, StoreError> {
+fn read_version(vdir: &Path, key: &str, n: u64) -> Result<Vec<u8>, RecordingStoreError> {
     let path = vdir.join(n.to_string());
     fs::read(&path).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => StoreError::NotFound {
+        io::ErrorKind::NotFound => RecordingStoreError::NotFound {
             key: key.to_string(),
             version: Some(n.to_string()),
         },
-        _ => StoreError::Unavailable(format!("cannot read {}: {e}", path.display())),
+        _ => RecordingStoreError::Unavailable(format!("cannot read {}: {e}", path.display())),
     })
 }
 
-fn read_meta(vdir: &Path, n: u64) -> Result<Meta, StoreError> {
+fn read_meta(vdir: &Path, n: u64) -> Result<Meta, RecordingStoreError> {
     let path = vdir.join(format!("{n}.meta"));
     match fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            StoreError::Corrupt(format!("{} is not readable metadata: {e}", path.display()))
+            RecordingStoreError::Corrupt(format!(
+                "{} is not readable metadata: {e}",
+                path.display()
+            ))
         }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Meta::new()),
-        Err(e) => Err(StoreError::Unavailable(format!(
+        Err(e) => Err(RecordingStoreError::Unavailable(format!(
             "cannot read {}: {e}",
             path.display()
         ))),
@@ -261,21 +264,28 @@ fn read_meta(vdir: &Path, n: u64) -> Result<Meta, StoreError> {
 }
 
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
+    f: impl FnOnce() -> Result<T, RecordingStoreError> + Send + 'static,
+) -> Result<T, RecordingStoreError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| StoreError::Unavailable(format!("local store task failed: {e}")))?
+        .map_err(|e| RecordingStoreError::Unavailable(format!("local store task failed: {e}")))?
 }
 
 #[async_trait]
 impl RecordingStore for LocalStore {
-    async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+    async fn put_version(
+        &self,
+        key: &str,
+        body: CastBody,
+    ) -> Result<StoredVersion, RecordingStoreError> {
         let vdir = self.versions_dir(key)?;
         let (sha256, bytes) = (body.sha256_hex(), body.len());
         let n = blocking(move || {
             put_blocking(&vdir, &body).map_err(|e| {
-                StoreError::Unavailable(format!("cannot write into {}: {e}", vdir.display()))
+                RecordingStoreError::Unavailable(format!(
+                    "cannot write into {}: {e}",
+                    vdir.display()
+                ))
             })
         })
         .await?;
@@ -286,7 +296,11 @@ impl RecordingStore for LocalStore {
         })
     }
 
-    async fn put_segment(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+    async fn put_segment(
+        &self,
+        key: &str,
+        body: CastBody,
+    ) -> Result<StoredVersion, RecordingStoreError> {
         // No locks here: a segment is kept like any version.
         self.put_version(key, body).await
     }
@@ -297,10 +311,10 @@ impl RecordingStore for LocalStore {
         chunks: &mut dyn Chunks,
         sha256: [u8; 32],
         bytes: u64,
-    ) -> Result<StoredVersion, StoreError> {
+    ) -> Result<StoredVersion, RecordingStoreError> {
         let vdir = self.versions_dir(key)?;
         let unavailable = |what: &str, e: io::Error| {
-            StoreError::Unavailable(format!("cannot {what} in {}: {e}", vdir.display()))
+            RecordingStoreError::Unavailable(format!("cannot {what} in {}: {e}", vdir.display()))
         };
         let tmp = vdir.join(format!(".tmp-{}", Uuid::new_v4().simple()));
         create_vdir(&vdir).map_err(|e| unavailable("create the directory", e))?;
@@ -312,7 +326,10 @@ impl RecordingStore for LocalStore {
                     .create_new(true)
                     .open(&path)
                     .map_err(|e| {
-                        StoreError::Unavailable(format!("cannot write {}: {e}", path.display()))
+                        RecordingStoreError::Unavailable(format!(
+                            "cannot write {}: {e}",
+                            path.display()
+                        ))
                     })
             })
             .await?;
@@ -325,7 +342,9 @@ impl RecordingStore for LocalStore {
                         None => f.sync_all(),
                     }
                     .map_err(|e| {
-                        StoreError::Unavailable(format!("cannot write the final recording: {e}"))
+                        RecordingStoreError::Unavailable(format!(
+                            "cannot write the final recording: {e}"
+                        ))
                     })?;
                     Ok(f)
                 })
@@ -347,7 +366,7 @@ impl RecordingStore for LocalStore {
                 let (vdir, tmp) = (vdir.clone(), tmp.clone());
                 blocking(move || {
                     publish(&vdir, &tmp, &Meta::new()).map_err(|e| {
-                        StoreError::Unavailable(format!(
+                        RecordingStoreError::Unavailable(format!(
                             "cannot publish in {}: {e}",
                             vdir.display()
                         ))
@@ -367,7 +386,7 @@ impl RecordingStore for LocalStore {
         })
     }
 
-    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError> {
+    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, RecordingStoreError> {
         let vdir = self.versions_dir(key)?;
         let requested = version.map(|v| parse_version(key, v)).transpose()?;
         let key = key.to_string();
@@ -378,7 +397,7 @@ impl RecordingStore for LocalStore {
         &self,
         key: &str,
         version: Option<&str>,
-    ) -> Result<(Vec<u8>, Meta, String), StoreError> {
+    ) -> Result<(Vec<u8>, Meta, String), RecordingStoreError> {
         let vdir = self.versions_dir(key)?;
         let requested = version.map(|v| parse_version(key, v)).transpose()?;
         let key = key.to_string();
@@ -393,13 +412,13 @@ impl RecordingStore for LocalStore {
         .await
     }
 
-    async fn latest_version(&self, key: &str) -> Result<String, StoreError> {
+    async fn latest_version(&self, key: &str) -> Result<String, RecordingStoreError> {
         let vdir = self.versions_dir(key)?;
         let key = key.to_string();
         blocking(move || match latest_number(&vdir) {
-            Ok(0) => Err(StoreError::NotFound { key, version: None }),
+            Ok(0) => Err(RecordingStoreError::NotFound { key, version: None }),
             Ok(n) => Ok(n.to_string()),
-            Err(e) => Err(StoreError::Unavailable(format!(
+            Err(e) => Err(RecordingStoreError::Unavailable(format!(
                 "cannot list {}: {e}",
                 vdir.display()
             ))),
@@ -407,19 +426,19 @@ impl RecordingStore for LocalStore {
         .await
     }
 
-    async fn latest_size(&self, key: &str) -> Result<(String, u64), StoreError> {
+    async fn latest_size(&self, key: &str) -> Result<(String, u64), RecordingStoreError> {
         let version = self.latest_version(key).await?;
         let path = self.version_path(key, &version)?;
         let len = blocking(move || {
             fs::metadata(&path).map(|m| m.len()).map_err(|e| {
-                StoreError::Unavailable(format!("cannot read {}: {e}", path.display()))
+                RecordingStoreError::Unavailable(format!("cannot read {}: {e}", path.display()))
             })
         })
         .await?;
         Ok((version, len))
     }
 
-    async fn check(&self) -> Result<(), StoreError> {
+    async fn check(&self) -> Result<(), RecordingStoreError> {
         let dir = self.dir.clone();
         blocking(move || {
             let probe = dir.join(format!(".check-{}", Uuid::new_v4().simple()));
@@ -434,7 +453,7 @@ impl RecordingStore for LocalStore {
             })();
             let _ = fs::remove_file(&probe);
             r.map_err(|e| {
-                StoreError::Misconfigured(format!(
+                RecordingStoreError::Misconfigured(format!(
                     "recordings directory {} is not writable: {e}",
                     dir.display()
                 ))
@@ -476,7 +495,7 @@ mod tests {
         ] {
             assert!(matches!(
                 parse_version("k", bad),
-                Err(StoreError::NotFound { .. })
+                Err(RecordingStoreError::NotFound { .. })
             ));
         }
     }

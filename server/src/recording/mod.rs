@@ -72,7 +72,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
+pub enum RecordingStoreError {
     /// The key (or the given version of it) does not exist.
     #[error("{key}{} does not exist", version.as_deref().map(|v| format!(" version {v}")).unwrap_or_default())]
     NotFound {
@@ -102,8 +102,13 @@ pub enum StoreError {
 
 /// The answer of [`RecordingStore::put_chunks`] when the pieces of `key` came to `len` bytes
 /// that are not the `bytes` bytes hashing to `sha256` it was told.
-pub(crate) fn pieces_mismatch(key: &str, len: u64, bytes: u64, sha256: &[u8; 32]) -> StoreError {
-    StoreError::Corrupt(format!(
+pub(crate) fn pieces_mismatch(
+    key: &str,
+    len: u64,
+    bytes: u64,
+    sha256: &[u8; 32],
+) -> RecordingStoreError {
+    RecordingStoreError::Corrupt(format!(
         "the pieces of {key} came to {len} bytes that do not hash to the expected {} ({bytes} bytes); nothing stored",
         hex::encode(sha256)
     ))
@@ -217,7 +222,7 @@ impl From<Vec<u8>> for CastBody {
 #[async_trait]
 pub trait Chunks: Send {
     /// The next piece; `None` at the end.
-    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError>;
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, RecordingStoreError>;
 }
 
 /// Where recordings are kept. Every [`put_version`](RecordingStore::put_version) stores a new
@@ -226,50 +231,62 @@ pub trait Chunks: Send {
 pub trait RecordingStore: Send + Sync + 'static {
     /// Stores `body` (with its metadata) as a new version of `key`, locked for the store's
     /// retention.
-    async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError>;
+    async fn put_version(
+        &self,
+        key: &str,
+        body: CastBody,
+    ) -> Result<StoredVersion, RecordingStoreError>;
 
     /// Stores a segment: like [`put_version`](RecordingStore::put_version), but locked for the
     /// segments' own (shorter) retention.
-    async fn put_segment(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError>;
+    async fn put_segment(
+        &self,
+        key: &str,
+        body: CastBody,
+    ) -> Result<StoredVersion, RecordingStoreError>;
 
     /// Stores the bytes `chunks` yields as a new version of `key` without holding them whole.
     /// They must come to `bytes` bytes hashing to `sha256`; otherwise nothing is stored and the
-    /// answer is [`StoreError::Corrupt`] (or the source's own error).
+    /// answer is [`RecordingStoreError::Corrupt`] (or the source's own error).
     async fn put_chunks(
         &self,
         key: &str,
         chunks: &mut dyn Chunks,
         sha256: [u8; 32],
         bytes: u64,
-    ) -> Result<StoredVersion, StoreError>;
+    ) -> Result<StoredVersion, RecordingStoreError>;
 
     /// Lifts the hold segments `1..=count` of `final_key` carried while they were the only
     /// copy of their bytes (they keep their own shorter lock), now that the final cast is
     /// stored. A store without holds has nothing to do.
-    async fn release_segments(&self, final_key: &str, count: u64) -> Result<(), StoreError> {
+    async fn release_segments(
+        &self,
+        final_key: &str,
+        count: u64,
+    ) -> Result<(), RecordingStoreError> {
         let _ = (final_key, count);
         Ok(())
     }
 
     /// The bytes of `version` of `key` (`None`: the latest version).
-    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError>;
+    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, RecordingStoreError>;
 
     /// The bytes and metadata of `version` of `key` (`None`: the latest version).
     async fn get_with_meta(
         &self,
         key: &str,
         version: Option<&str>,
-    ) -> Result<(Vec<u8>, Meta, String), StoreError>;
+    ) -> Result<(Vec<u8>, Meta, String), RecordingStoreError>;
 
     /// The id of the latest version of `key`.
-    async fn latest_version(&self, key: &str) -> Result<String, StoreError>;
+    async fn latest_version(&self, key: &str) -> Result<String, RecordingStoreError>;
 
     /// The id and length of the latest version of `key`, without reading it.
-    async fn latest_size(&self, key: &str) -> Result<(String, u64), StoreError>;
+    async fn latest_size(&self, key: &str) -> Result<(String, u64), RecordingStoreError>;
 
     /// Reachable, and set up to keep recordings (bucket exists with versioning and Object
     /// Lock; or the directory is writable). Called before a session starts.
-    async fn check(&self) -> Result<(), StoreError>;
+    async fn check(&self) -> Result<(), RecordingStoreError>;
 
     /// A short description for logs and reports (`s3://bucket at http://...`, `dir:/path`).
     fn describe(&self) -> String;
@@ -300,7 +317,9 @@ impl RecordingConfig {
     /// The server's `[recording]` section over the `TOWER_BREAKGLASS_MINIO_*` variables: the S3
     /// store when `TOWER_BREAKGLASS_MINIO_ENDPOINT` is set (see [`S3Config::from_env`]), else a
     /// [`LocalStore`] in `local_dir`.
-    pub fn from_settings(settings: &RecordingSettings) -> Result<RecordingConfig, StoreError> {
+    pub fn from_settings(
+        settings: &RecordingSettings,
+    ) -> Result<RecordingConfig, RecordingStoreError> {
         let backend = match S3Config::from_env()? {
             Some(s3) => Backend::S3(S3Config {
                 retention: settings.retention,
@@ -317,7 +336,7 @@ impl RecordingConfig {
     }
 
     /// Opens the configured store (does not call [`RecordingStore::check`]).
-    pub fn open_store(&self) -> Result<Arc<dyn RecordingStore>, StoreError> {
+    pub fn open_store(&self) -> Result<Arc<dyn RecordingStore>, RecordingStoreError> {
         Ok(match &self.backend {
             Backend::S3(c) => Arc::new(S3Store::new(c.clone())?),
             Backend::Local(dir) => Arc::new(LocalStore::new(dir.clone())),
@@ -325,11 +344,11 @@ impl RecordingConfig {
     }
 
     /// Opens the configured transparency log (creating the signing key when missing).
-    pub fn open_log(&self) -> Result<Option<Arc<TransparencyLog>>, StoreError> {
+    pub fn open_log(&self) -> Result<Option<Arc<TransparencyLog>>, RecordingStoreError> {
         self.transparency_log
             .as_ref()
             .map(|t| TransparencyLog::open(t).map(Arc::new))
             .transpose()
-            .map_err(StoreError::Misconfigured)
+            .map_err(RecordingStoreError::Misconfigured)
     }
 }

@@ -18,7 +18,7 @@
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
-use super::{Chunks, Meta, RecordingStore, StoreError};
+use super::{Chunks, Meta, RecordingStore, RecordingStoreError};
 
 const INDEX: &str = "breakglass-segment";
 const OFFSET: &str = "breakglass-offset";
@@ -107,14 +107,14 @@ pub enum ChainError {
     },
     /// The store failed.
     #[error("{0}")]
-    Store(StoreError),
+    Store(RecordingStoreError),
 }
 
-impl From<ChainError> for StoreError {
-    fn from(e: ChainError) -> StoreError {
+impl From<ChainError> for RecordingStoreError {
+    fn from(e: ChainError) -> RecordingStoreError {
         match e {
             ChainError::Store(e) => e,
-            other => StoreError::Corrupt(other.to_string()),
+            other => RecordingStoreError::Corrupt(other.to_string()),
         }
     }
 }
@@ -192,8 +192,8 @@ impl<'a> ChainReader<'a> {
         let key = segment_key(&self.final_key, index);
         let (body, meta, version) = match self.store.get_with_meta(&key, None).await {
             Ok(found) => found,
-            Err(StoreError::NotFound { .. }) if self.upto.is_none() => return Ok(None),
-            Err(StoreError::NotFound { .. }) => {
+            Err(RecordingStoreError::NotFound { .. }) if self.upto.is_none() => return Ok(None),
+            Err(RecordingStoreError::NotFound { .. }) => {
                 return Err(ChainError::Missing {
                     index,
                     bytes: self.state.bytes,
@@ -259,7 +259,7 @@ impl<'a> ChainReader<'a> {
 
 #[async_trait]
 impl Chunks for ChainReader<'_> {
-    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, RecordingStoreError> {
         Ok(self.next().await?)
     }
 }
@@ -287,7 +287,7 @@ pub async fn read_recording(
     store: &dyn RecordingStore,
     row: &breakglass_shared::session::RecordingRef,
     live: bool,
-) -> Result<Vec<u8>, StoreError> {
+) -> Result<Vec<u8>, RecordingStoreError> {
     match parse_segment_key(&row.key) {
         None => {
             let version = Some(row.version.as_str()).filter(|v| !live && !v.is_empty());
@@ -297,7 +297,7 @@ pub async fn read_recording(
             if !live {
                 match store.get(&final_key, None).await {
                     Ok(bytes) => return Ok(bytes),
-                    Err(StoreError::NotFound { .. }) => {}
+                    Err(RecordingStoreError::NotFound { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -317,11 +317,11 @@ pub async fn release_after_final(store: &dyn RecordingStore, final_key: &str, co
 /// Builds the final recording of the chain whose last segment `last` names (its hash and
 /// length being the whole cast's), reading the segments back with every link checked, unless
 /// the final cast is stored already, its latest version being the whole cast's length (`None`).
-/// A broken chain stores nothing and answers [`StoreError::Corrupt`] naming the segment.
+/// A broken chain stores nothing and answers [`RecordingStoreError::Corrupt`] naming the segment.
 pub async fn build_final(
     store: &dyn RecordingStore,
     last: &breakglass_shared::session::RecordingRef,
-) -> Result<Option<super::StoredVersion>, StoreError> {
+) -> Result<Option<super::StoredVersion>, RecordingStoreError> {
     let Some((final_key, n)) = parse_segment_key(&last.key) else {
         return Ok(None);
     };
@@ -332,19 +332,22 @@ pub async fn build_final(
         // A longer final cast means `last` is behind what was stored: building from it would
         // put a shorter cast over the whole one, and readers get the latest version.
         Ok((_, len)) if len > last.bytes => {
-            return Err(StoreError::Corrupt(format!(
+            return Err(RecordingStoreError::Corrupt(format!(
                 "a final cast of {len} bytes is stored already, longer than the {} bytes up to {}; nothing is stored over it",
                 last.bytes, last.key
             )))
         }
-        Ok(_) | Err(StoreError::NotFound { .. }) => {}
+        Ok(_) | Err(RecordingStoreError::NotFound { .. }) => {}
         Err(e) => return Err(e),
     }
     let digest: [u8; 32] = hex::decode(&last.sha256)
         .ok()
         .and_then(|d| d.try_into().ok())
         .ok_or_else(|| {
-            StoreError::Corrupt(format!("the row's hash {:?} is not a SHA-256", last.sha256))
+            RecordingStoreError::Corrupt(format!(
+                "the row's hash {:?} is not a SHA-256",
+                last.sha256
+            ))
         })?;
     let mut chain = ChainReader::new(store, &final_key, Some(n));
     let stored = store

@@ -6,7 +6,7 @@ use std::fmt;
 use breakglass_shared::session::{RecordingRef, RekorEntry};
 
 use super::segment::{parse_segment_key, segment_key, ChainError, ChainReader};
-use super::{sha256_hex, RecordingStore, StoreError, TransparencyLog};
+use super::{sha256_hex, RecordingStore, RecordingStoreError, TransparencyLog};
 
 /// Check names, in the order [`verify`] runs them.
 pub mod checks {
@@ -134,12 +134,12 @@ pub async fn verify(
     match store.get(&final_key, version).await {
         Err(e) => {
             let text = match (&e, &named_segment) {
-                (StoreError::NotFound { .. }, Some((_, n))) => format!(
+                (RecordingStoreError::NotFound { .. }, Some((_, n))) => format!(
                     "version missing: the final recording {final_key} is not stored (yet); the row \
                      names segment {n}: the session is live, or its end could not store it and the \
                      sweep builds it"
                 ),
-                (StoreError::NotFound { .. }, None) => format!("version missing: {e}"),
+                (RecordingStoreError::NotFound { .. }, None) => format!("version missing: {e}"),
                 (other, _) => format!("version missing or unreadable: {other}"),
             };
             push(VERSION_PRESENT, CheckOutcome::Fail(text));

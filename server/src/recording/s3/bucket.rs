@@ -15,7 +15,7 @@ use aws_sdk_s3::types::{
 use super::{
     classify, describe_err, status_and_code, HttpResponse, S3Store, SdkError, DEFAULT_REGION,
 };
-use crate::recording::StoreError;
+use crate::recording::RecordingStoreError;
 
 /// Id of the lifecycle rule `init-bucket` installs.
 const LIFECYCLE_RULE_ID: &str = "breakglass-recordings-365d";
@@ -96,7 +96,7 @@ impl S3Store {
     /// is on, sets the default retention GOVERNANCE 365 days unless a default is already set,
     /// and tries a 365-day lifecycle rule on `sessions/` (reported as not supported, not as a
     /// failure, when the server answers 501). Needs an administrator key. Idempotent.
-    pub async fn init_bucket(&self) -> Result<InitBucketReport, StoreError> {
+    pub async fn init_bucket(&self) -> Result<InitBucketReport, RecordingStoreError> {
         let bucket = self.config.bucket.as_str();
         let mut steps = Vec::new();
 
@@ -244,11 +244,13 @@ impl S3Store {
                     .build(),
             )
             .build()
-            .map_err(|e| StoreError::Misconfigured(format!("lifecycle rule: {e}")))?;
+            .map_err(|e| RecordingStoreError::Misconfigured(format!("lifecycle rule: {e}")))?;
         let lifecycle = BucketLifecycleConfiguration::builder()
             .rules(rule)
             .build()
-            .map_err(|e| StoreError::Misconfigured(format!("lifecycle configuration: {e}")))?;
+            .map_err(|e| {
+                RecordingStoreError::Misconfigured(format!("lifecycle configuration: {e}"))
+            })?;
         match self
             .client
             .put_bucket_lifecycle_configuration()

@@ -30,7 +30,7 @@ use aws_sdk_s3::Client;
 use base64::Engine as _;
 
 use super::{
-    CastBody, Chunks, Meta, RecordingStore, StoreError, StoredVersion, CONTENT_TYPE,
+    CastBody, Chunks, Meta, RecordingStore, RecordingStoreError, StoredVersion, CONTENT_TYPE,
     DEFAULT_RETENTION, DEFAULT_SEGMENT_RETENTION,
 };
 
@@ -107,12 +107,14 @@ impl S3Config {
     /// (default `tower-breakglass-v2`), `_ACCESS_KEY` and `_SECRET_KEY`. `Ok(None)` when no
     /// endpoint is set (use the local store); an error when the endpoint is set but a key is
     /// missing.
-    pub fn from_env() -> Result<Option<S3Config>, StoreError> {
+    pub fn from_env() -> Result<Option<S3Config>, RecordingStoreError> {
         S3Config::from_vars(|name| std::env::var(name).ok())
     }
 
     /// [`S3Config::from_env`] over any variable source (empty values count as unset).
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Option<S3Config>, StoreError> {
+    pub fn from_vars(
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<S3Config>, RecordingStoreError> {
         let var = |suffix: &str| {
             get(&format!("TOWER_BREAKGLASS_MINIO_{suffix}"))
                 .map(|v| v.trim().to_string())
@@ -122,13 +124,13 @@ impl S3Config {
             return Ok(None);
         };
         if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-            return Err(StoreError::Misconfigured(format!(
+            return Err(RecordingStoreError::Misconfigured(format!(
                 "TOWER_BREAKGLASS_MINIO_ENDPOINT must start with http:// or https://, got {endpoint:?}"
             )));
         }
         let required = |suffix: &str| {
             var(suffix).ok_or_else(|| {
-                StoreError::Misconfigured(format!(
+                RecordingStoreError::Misconfigured(format!(
                     "TOWER_BREAKGLASS_MINIO_ENDPOINT is set but TOWER_BREAKGLASS_MINIO_{suffix} is not"
                 ))
             })
@@ -174,41 +176,41 @@ where
     }
 }
 
-/// Maps a failed call to a [`StoreError`].
+/// Maps a failed call to a [`RecordingStoreError`].
 fn classify<E>(
     what: &str,
     key: Option<(&str, Option<&str>)>,
     err: &SdkError<E, HttpResponse>,
-) -> StoreError
+) -> RecordingStoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
     let text = describe_err(what, err);
     let (status, code) = status_and_code(err);
     match (status, code.as_deref()) {
-        (_, Some("NoSuchBucket")) => StoreError::Misconfigured(format!(
+        (_, Some("NoSuchBucket")) => RecordingStoreError::Misconfigured(format!(
             "{text} (create it with `breakglass-server recordings init-bucket`)"
         )),
         (_, Some("NoSuchKey" | "NoSuchVersion" | "NotFound")) | (Some(404), _) => match key {
-            Some((k, v)) => StoreError::NotFound {
+            Some((k, v)) => RecordingStoreError::NotFound {
                 key: k.to_string(),
                 version: v.map(str::to_string),
             },
-            None => StoreError::Misconfigured(text),
+            None => RecordingStoreError::Misconfigured(text),
         },
-        (Some(403), _) | (_, Some("AccessDenied")) => StoreError::Refused(text),
-        (Some(s), _) if (400..500).contains(&s) => StoreError::Refused(text),
-        (Some(501), _) => StoreError::Misconfigured(text),
-        _ => StoreError::Unavailable(text),
+        (Some(403), _) | (_, Some("AccessDenied")) => RecordingStoreError::Refused(text),
+        (Some(s), _) if (400..500).contains(&s) => RecordingStoreError::Refused(text),
+        (Some(501), _) => RecordingStoreError::Misconfigured(text),
+        _ => RecordingStoreError::Unavailable(text),
     }
 }
 
 impl S3Store {
     /// A client for `config` (no network traffic yet).
-    pub fn new(config: S3Config) -> Result<S3Store, StoreError> {
+    pub fn new(config: S3Config) -> Result<S3Store, RecordingStoreError> {
         use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
         if config.access_key.is_empty() || config.secret_key.is_empty() {
-            return Err(StoreError::Misconfigured(
+            return Err(RecordingStoreError::Misconfigured(
                 "the S3 access key and secret key must not be empty".into(),
             ));
         }
@@ -270,7 +272,7 @@ impl S3Store {
         body: CastBody,
         retention: Duration,
         hold: bool,
-    ) -> Result<StoredVersion, StoreError> {
+    ) -> Result<StoredVersion, RecordingStoreError> {
         let sha256 = body.sha256_hex();
         let checksum = base64::engine::general_purpose::STANDARD.encode(body.digest());
         let bytes = body.len();
@@ -298,11 +300,11 @@ impl S3Store {
     }
 
     /// The version id a write answered with; an error when versioning is off.
-    fn version_of(&self, key: &str, id: Option<&str>) -> Result<String, StoreError> {
+    fn version_of(&self, key: &str, id: Option<&str>) -> Result<String, RecordingStoreError> {
         id.filter(|v| !v.is_empty() && *v != "null")
             .map(str::to_string)
             .ok_or_else(|| {
-                StoreError::Misconfigured(format!(
+                RecordingStoreError::Misconfigured(format!(
                     "put {key}: the server returned no version id (is versioning enabled on bucket {}?)",
                     self.config.bucket
                 ))
@@ -312,19 +314,31 @@ impl S3Store {
 
 #[async_trait]
 impl RecordingStore for S3Store {
-    async fn put_version(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+    async fn put_version(
+        &self,
+        key: &str,
+        body: CastBody,
+    ) -> Result<StoredVersion, RecordingStoreError> {
         self.put_locked(key, body, self.config.retention, false)
             .await
     }
 
-    async fn put_segment(&self, key: &str, body: CastBody) -> Result<StoredVersion, StoreError> {
+    async fn put_segment(
+        &self,
+        key: &str,
+        body: CastBody,
+    ) -> Result<StoredVersion, RecordingStoreError> {
         // Held until the final cast is stored: before that a segment is the only copy of its
         // bytes and must outlive its own shorter lock, whatever happens to the session.
         self.put_locked(key, body, self.config.segment_retention, true)
             .await
     }
 
-    async fn release_segments(&self, final_key: &str, count: u64) -> Result<(), StoreError> {
+    async fn release_segments(
+        &self,
+        final_key: &str,
+        count: u64,
+    ) -> Result<(), RecordingStoreError> {
         use futures::{StreamExt as _, TryStreamExt as _};
         futures::stream::iter(1..=count)
             .map(|n| async move {
@@ -354,11 +368,11 @@ impl RecordingStore for S3Store {
         chunks: &mut dyn Chunks,
         sha256: [u8; 32],
         bytes: u64,
-    ) -> Result<StoredVersion, StoreError> {
+    ) -> Result<StoredVersion, RecordingStoreError> {
         multipart::put_chunks(self, key, chunks, sha256, bytes).await
     }
 
-    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, StoreError> {
+    async fn get(&self, key: &str, version: Option<&str>) -> Result<Vec<u8>, RecordingStoreError> {
         Ok(self.get_with_meta(key, version).await?.0)
     }
 
@@ -366,7 +380,7 @@ impl RecordingStore for S3Store {
         &self,
         key: &str,
         version: Option<&str>,
-    ) -> Result<(Vec<u8>, Meta, String), StoreError> {
+    ) -> Result<(Vec<u8>, Meta, String), RecordingStoreError> {
         let out = self
             .client
             .get_object()
@@ -385,18 +399,17 @@ impl RecordingStore for S3Store {
             .map(str::to_string)
             .or_else(|| version.map(str::to_string))
             .unwrap_or_default();
-        let data =
-            out.body.collect().await.map_err(|e| {
-                StoreError::Unavailable(format!("get {key}: reading the body: {e}"))
-            })?;
+        let data = out.body.collect().await.map_err(|e| {
+            RecordingStoreError::Unavailable(format!("get {key}: reading the body: {e}"))
+        })?;
         Ok((data.into_bytes().to_vec(), meta, id))
     }
 
-    async fn latest_version(&self, key: &str) -> Result<String, StoreError> {
+    async fn latest_version(&self, key: &str) -> Result<String, RecordingStoreError> {
         Ok(self.latest_size(key).await?.0)
     }
 
-    async fn latest_size(&self, key: &str) -> Result<(String, u64), StoreError> {
+    async fn latest_size(&self, key: &str) -> Result<(String, u64), RecordingStoreError> {
         let out = self
             .client
             .head_object()
@@ -410,18 +423,22 @@ impl RecordingStore for S3Store {
             .filter(|v| !v.is_empty())
             .map(str::to_string)
             .ok_or_else(|| {
-                StoreError::Misconfigured(format!("head {key}: the server reported no version id"))
+                RecordingStoreError::Misconfigured(format!(
+                    "head {key}: the server reported no version id"
+                ))
             })?;
         let len = out
             .content_length()
             .and_then(|n| u64::try_from(n).ok())
             .ok_or_else(|| {
-                StoreError::Misconfigured(format!("head {key}: the server reported no length"))
+                RecordingStoreError::Misconfigured(format!(
+                    "head {key}: the server reported no length"
+                ))
             })?;
         Ok((version, len))
     }
 
-    async fn check(&self) -> Result<(), StoreError> {
+    async fn check(&self) -> Result<(), RecordingStoreError> {
         let bucket = &self.config.bucket;
         let hint = "the server's key needs s3:GetBucketVersioning and \
                     s3:GetBucketObjectLockConfiguration on the bucket (see `recordings init-bucket`)";
@@ -432,11 +449,13 @@ impl RecordingStore for S3Store {
             .send()
             .await
             .map_err(|e| match classify("get bucket versioning", None, &e) {
-                StoreError::Refused(m) => StoreError::Misconfigured(format!("{m}; {hint}")),
+                RecordingStoreError::Refused(m) => {
+                    RecordingStoreError::Misconfigured(format!("{m}; {hint}"))
+                }
                 other => other,
             })?;
         if versioning.status() != Some(&BucketVersioningStatus::Enabled) {
-            return Err(StoreError::Misconfigured(format!(
+            return Err(RecordingStoreError::Misconfigured(format!(
                 "versioning is not enabled on bucket {bucket} (run `breakglass-server recordings init-bucket`)"
             )));
         }
@@ -448,13 +467,13 @@ impl RecordingStore for S3Store {
             .await
             .map_err(|e| {
                 if e.code() == Some("ObjectLockConfigurationNotFoundError") {
-                    return StoreError::Misconfigured(format!(
+                    return RecordingStoreError::Misconfigured(format!(
                         "Object Lock is not enabled on bucket {bucket} (it must be created with it: \
                          `breakglass-server recordings init-bucket`)"
                     ));
                 }
                 match classify("get object lock configuration", None, &e) {
-                    StoreError::Refused(m) => StoreError::Misconfigured(format!("{m}; {hint}")),
+                    RecordingStoreError::Refused(m) => RecordingStoreError::Misconfigured(format!("{m}; {hint}")),
                     other => other,
                 }
             })?;
@@ -463,7 +482,7 @@ impl RecordingStore for S3Store {
             .and_then(|c| c.object_lock_enabled())
             == Some(&ObjectLockEnabled::Enabled);
         if !enabled {
-            return Err(StoreError::Misconfigured(format!(
+            return Err(RecordingStoreError::Misconfigured(format!(
                 "Object Lock is not enabled on bucket {bucket}"
             )));
         }

@@ -14,7 +14,8 @@ use sha2::{Digest, Sha256};
 
 use super::{classify, retain_until, S3Store};
 use crate::recording::{
-    pieces_mismatch, CastBody, Chunks, RecordingStore, StoreError, StoredVersion, CONTENT_TYPE,
+    pieces_mismatch, CastBody, Chunks, RecordingStore, RecordingStoreError, StoredVersion,
+    CONTENT_TYPE,
 };
 
 /// Bytes per part (S3 wants at least 5 MiB for every part but the last).
@@ -29,7 +30,7 @@ async fn fill(
     chunks: &mut dyn Chunks,
     buf: &mut Vec<u8>,
     carry: &mut Vec<u8>,
-) -> Result<bool, StoreError> {
+) -> Result<bool, RecordingStoreError> {
     buf.append(carry);
     while buf.len() < PART {
         match chunks.next_chunk().await? {
@@ -48,7 +49,7 @@ pub(super) async fn put_chunks(
     chunks: &mut dyn Chunks,
     sha256: [u8; 32],
     bytes: u64,
-) -> Result<StoredVersion, StoreError> {
+) -> Result<StoredVersion, RecordingStoreError> {
     let (mut buf, mut carry) = (Vec::new(), Vec::new());
     let more = fill(chunks, &mut buf, &mut carry).await?;
     if !more && carry.is_empty() {
@@ -73,7 +74,9 @@ pub(super) async fn put_chunks(
         .map_err(|e| classify(&format!("start the upload of {key}"), None, &e))?;
     let upload_id = upload
         .upload_id()
-        .ok_or_else(|| StoreError::Unavailable(format!("start the upload of {key}: no upload id")))?
+        .ok_or_else(|| {
+            RecordingStoreError::Unavailable(format!("start the upload of {key}: no upload id"))
+        })?
         .to_string();
     let result = upload_parts(
         s3,
@@ -108,7 +111,7 @@ async fn upload_parts(
     first: (Vec<u8>, Vec<u8>, bool),
     sha256: [u8; 32],
     bytes: u64,
-) -> Result<StoredVersion, StoreError> {
+) -> Result<StoredVersion, RecordingStoreError> {
     let bucket = &s3.config.bucket;
     let (mut buf, mut carry, mut more) = first;
     let (mut hasher, mut len) = (Sha256::new(), 0u64);
@@ -117,7 +120,7 @@ async fn upload_parts(
         hasher.update(&buf);
         len += buf.len() as u64;
         let number = i32::try_from(parts.len() + 1)
-            .map_err(|_| StoreError::Refused(format!("{key} needs too many parts")))?;
+            .map_err(|_| RecordingStoreError::Refused(format!("{key} needs too many parts")))?;
         let part_sha = b64(&Sha256::digest(&buf));
         let out = s3
             .client

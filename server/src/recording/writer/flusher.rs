@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use super::buffer::Shared;
 use super::{OnStored, RecordingFailed, WriterConfig, WriterState};
 use crate::recording::segment::{segment_key, ChainReader, ChainState};
-use crate::recording::{CastBody, RecordingStore, StoreError};
+use crate::recording::{CastBody, RecordingStore, RecordingStoreError};
 
 /// The delays between failed uploads.
 type Delays = <ExponentialBuilder as BackoffBuilder>::Backoff;
@@ -187,7 +187,7 @@ impl Flusher {
     }
 
     /// Stores the unstored bytes as the next segment.
-    async fn upload(&mut self) -> Result<(), StoreError> {
+    async fn upload(&mut self) -> Result<(), RecordingStoreError> {
         let (meta, digest, cast) = self.chain.next_meta(&self.unstored);
         let key = segment_key(&self.shared.key, meta.index);
         let body = CastBody::with_digest(self.unstored.clone(), digest).with_meta(meta.to_meta());
@@ -315,7 +315,7 @@ impl Flusher {
                 Err(e) => e,
             };
             let wait = self.backoff();
-            if matches!(e, StoreError::Corrupt(_)) || Instant::now() + wait > deadline {
+            if matches!(e, RecordingStoreError::Corrupt(_)) || Instant::now() + wait > deadline {
                 tracing::error!(%key, error = %e, last = %self.last.key,
                     "the final cast was not stored; the segments are kept and the sweep builds it");
                 return;

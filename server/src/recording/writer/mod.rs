@@ -37,7 +37,7 @@ use time::OffsetDateTime;
 use tokio::sync::{watch, Notify};
 
 use super::segment::{segment_key, ChainState};
-use super::{CastBody, RecordingStore, StoreError};
+use super::{CastBody, RecordingStore, RecordingStoreError};
 use buffer::{DropGuard, Hot, Shared};
 use encode::{write_event, write_time_prefix};
 use flusher::Flusher;
@@ -197,7 +197,7 @@ impl CastWriter {
         info: SessionInfo,
         config: WriterConfig,
         on_stored: impl OnStored,
-    ) -> Result<CastWriter, StoreError> {
+    ) -> Result<CastWriter, RecordingStoreError> {
         let key = key.into();
         let config = normalized(config);
         let timestamp = info
@@ -213,7 +213,7 @@ impl CastWriter {
         .to_line()
         .into_bytes();
         if header.len() > config.max_bytes {
-            return Err(StoreError::Misconfigured(format!(
+            return Err(RecordingStoreError::Misconfigured(format!(
                 "the recording's maximum size ({} bytes) is smaller than its header",
                 config.max_bytes
             )));
@@ -234,7 +234,7 @@ impl CastWriter {
         why: &str,
         config: WriterConfig,
         on_stored: impl OnStored,
-    ) -> Result<CastWriter, StoreError> {
+    ) -> Result<CastWriter, RecordingStoreError> {
         let key = key.into();
         let config = normalized(config);
         let (chain, carried, offset) = resume::continuation(&key, from)?;
@@ -253,11 +253,11 @@ impl CastWriter {
         offset: Duration,
         config: WriterConfig,
         on_stored: impl OnStored,
-    ) -> Result<CastWriter, StoreError> {
+    ) -> Result<CastWriter, RecordingStoreError> {
         let mut chain = chain;
         let total = chain.bytes + initial.len() as u64;
         if total > config.max_bytes as u64 {
-            return Err(StoreError::Misconfigured(format!(
+            return Err(RecordingStoreError::Misconfigured(format!(
                 "the recording's maximum size ({} bytes) is smaller than what is already recorded ({total} bytes)",
                 config.max_bytes,
             )));

@@ -10,7 +10,7 @@ use breakglass_shared::session::RecordingRef;
 use time::OffsetDateTime;
 
 use crate::recording::segment::{segment_key, ChainReader, ChainState};
-use crate::recording::{RecordingStore, StoreError};
+use crate::recording::{RecordingStore, RecordingStoreError};
 
 /// A stored recording, as far as continuing it needs.
 #[derive(Debug, Clone)]
@@ -69,7 +69,7 @@ fn first_and_last(body: &[u8]) -> (Option<String>, Option<String>) {
 pub async fn read_back(
     store: &dyn RecordingStore,
     final_key: &str,
-) -> Result<Resumable, StoreError> {
+) -> Result<Resumable, RecordingStoreError> {
     let mut reader = ChainReader::new(store, final_key, None);
     let (mut header, mut last) = (None, None);
     while let Some(body) = reader.next().await? {
@@ -87,7 +87,7 @@ pub async fn read_back(
     }
     let version = reader.last_version().unwrap_or_default().to_string();
     let header_line = header.ok_or_else(|| {
-        StoreError::Corrupt(format!(
+        RecordingStoreError::Corrupt(format!(
             "the first segment of {final_key} has no header line"
         ))
     })?;
@@ -110,9 +110,9 @@ pub async fn read_back(
 pub(super) fn continuation(
     key: &str,
     from: Resumable,
-) -> Result<(ChainState, Vec<u8>, Duration), StoreError> {
+) -> Result<(ChainState, Vec<u8>, Duration), RecordingStoreError> {
     let unreadable = |e: String| {
-        StoreError::Misconfigured(format!(
+        RecordingStoreError::Misconfigured(format!(
             "the stored recording {key} cannot be continued: {e}"
         ))
     };
