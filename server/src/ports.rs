@@ -6,12 +6,18 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use breakglass_shared::session::{Progress, RecordingRef, RekorEntry};
 use breakglass_shared::Session;
 use tokio::sync::oneshot;
 use uuid::Uuid;
+
+/// The error beneath one of these, kept as its `source()` so a log shows the whole chain.
+/// Untyped because this module names none of the adapters' error types; shared rather than
+/// boxed because one cluster error can answer for several sessions (`ClusterOps::pods_gone`).
+pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
 
 /// A failure talking to a cluster, naming the environment and the step.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -25,14 +31,14 @@ pub enum ClusterError {
         message: String,
     },
     /// The API server could not be reached.
-    #[error("cluster `{env}` is unreachable while trying to {what}: {message}")]
+    #[error("cluster `{env}` is unreachable while trying to {what}: {source}")]
     Unreachable {
         /// Environment.
         env: String,
         /// The step.
         what: String,
-        /// Transport error.
-        message: String,
+        /// The transport's error.
+        source: Cause,
     },
     /// The API server refused the request (RBAC, admission policy, validation).
     #[error("cluster `{env}` refused to {what} ({code}): {message}")]
@@ -67,13 +73,14 @@ pub enum ClusterError {
     /// The session changed while the driver worked on it (ended, or moved on elsewhere), so
     /// the step was not recorded.
     #[error("the session changed meanwhile: {0}")]
-    SessionChanged(String),
+    SessionChanged(#[from] SessionMoved),
 }
 
-/// The session could not take the recorded step: it is final or moved on.
+/// The session could not take the recorded step: it is final or moved on. Carries the
+/// lifecycle's refusal (a transition error, a store failure) as its source.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
-pub struct SessionMoved(pub String);
+pub struct SessionMoved(#[source] pub Cause);
 
 /// A cleanup step done in the cluster, typed so that failpoints and the audit trail name it
 /// without parsing sentences.
@@ -205,12 +212,13 @@ pub trait AttachedTerminal: Send {
 /// Why a recording could not be started or continued: "no recording, no session".
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RecordingError {
-    /// No recording store can take a recording now.
+    /// No recording store can take a recording now (the store's error).
     #[error("the recording store is unavailable, so no session can start: {0}")]
-    StoreUnavailable(String),
-    /// The database lease that makes one replica the writer cannot be taken.
+    StoreUnavailable(#[source] Cause),
+    /// The database lease that makes one replica the writer cannot be taken (the database's
+    /// error).
     #[error("the recording's lease cannot be taken: {0}")]
-    Lease(String),
+    Lease(#[source] Cause),
     /// Another live replica writes this recording.
     #[error(
         "another server replica records this session; retry (a stopped replica's recording moves here within {lease_seconds} s)"
@@ -219,12 +227,21 @@ pub enum RecordingError {
         /// How long a stopped replica's lease outlives it.
         lease_seconds: u64,
     },
-    /// The first version could not be stored.
+    /// The first version could not be stored (the writer's error).
     #[error("the recording could not be started, so no session can start: {0}")]
-    Start(String),
-    /// The stored recording cannot be read or continued.
+    Start(#[source] Cause),
+    /// The stored recording must not be continued: the sentence says why and what to do.
     #[error("{0}")]
     Resume(String),
+    /// The stored recording cannot be read or continued because of `source`; `what` is the
+    /// sentence shown before it.
+    #[error("{what}: {source}")]
+    ResumeFailed {
+        /// What could not be done, e.g. "the recording could not be continued".
+        what: &'static str,
+        /// The store's or the writer's error.
+        source: Cause,
+    },
 }
 
 /// Whether this replica records a session it was asked to start.

@@ -3,6 +3,8 @@
 //! runs. Each step is idempotent (activation is re-driven after a crash) and is on the session
 //! row, through the [`ProgressSink`], before the next cluster write.
 
+use std::sync::Arc;
+
 use breakglass_shared::session::Progress;
 use breakglass_shared::{Mode, Session};
 use k8s_openapi::api::core::v1::Pod;
@@ -32,7 +34,7 @@ impl Target<'_> {
             .record(p)
             .await
             .map(|_| ())
-            .map_err(|e| ClusterError::SessionChanged(e.0))
+            .map_err(ClusterError::SessionChanged)
     }
 }
 
@@ -243,7 +245,7 @@ fn watch_error(env: &str, e: watcher::Error) -> ClusterError {
         other @ watcher::Error::NoResourceVersion => ClusterError::Unreachable {
             env: env.into(),
             what: WHAT.into(),
-            message: other.to_string(),
+            source: Arc::new(other),
         },
     }
 }

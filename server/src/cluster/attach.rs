@@ -13,6 +13,7 @@
 //! `v4.channel.k8s.io` from an older one): each binary message starts with its channel, 0 for
 //! stdin, 1 and 2 for the TTY's output, 3 for the `Status` that ends the stream, 4 for resizes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -132,11 +133,15 @@ async fn read(mut stream: SplitStream<Socket>, to_relay: mpsc::Sender<Bytes>, en
 /// What the action is called in errors.
 const WHAT: &str = "attach to the debug container";
 
-fn unreachable(env: &str, what: &str, e: impl std::fmt::Display) -> ClusterError {
+fn unreachable(
+    env: &str,
+    what: &str,
+    e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> ClusterError {
     ClusterError::Unreachable {
         env: env.into(),
         what: what.into(),
-        message: e.to_string(),
+        source: Arc::from(e.into()),
     }
 }
 

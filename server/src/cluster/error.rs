@@ -2,6 +2,7 @@
 //! retrying the transient ones.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -24,7 +25,7 @@ impl ClusterError {
             other => ClusterError::Unreachable {
                 env: env.into(),
                 what: what.into(),
-                message: other.to_string(),
+                source: Arc::new(other),
             },
         }
     }

@@ -1,7 +1,7 @@
 //! How steps reach the session row: the [`ProgressSink`] the cluster driver is handed (each
 //! step committed, then its failpoint), and the drain of the recorder's events.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
 use breakglass_shared::session::Progress;
@@ -24,7 +24,7 @@ impl RowProgress<'_> {
         self.lifecycle
             .record_progress(self.id, p)
             .await
-            .map_err(|e| SessionMoved(e.to_string()))
+            .map_err(|e| SessionMoved(Arc::new(e)))
     }
 }
 

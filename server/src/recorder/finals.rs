@@ -3,6 +3,8 @@
 //! rebuilt by the sweep for a session that ended without it. Each time the segments are read
 //! back through [`ChainReader`], so a broken chain builds nothing.
 
+use std::sync::Arc;
+
 use breakglass_shared::session::RecordingRef;
 use breakglass_shared::{Session, SessionState};
 use uuid::Uuid;
@@ -65,7 +67,7 @@ impl Recorder {
                 RecordingStoreError::Corrupt(why) => RecordingError::Resume(format!(
                     "the final recording was not built: {why} (run verify-recording)"
                 )),
-                other => RecordingError::StoreUnavailable(other.to_string()),
+                other => RecordingError::StoreUnavailable(Arc::new(other)),
             })?;
         let Some(stored) = stored else {
             return Ok(None);

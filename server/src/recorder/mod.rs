@@ -163,7 +163,7 @@ impl Recorder {
         self.db
             .try_lease(&lease_name(id), &self.holder, now_ms(), ttl)
             .await
-            .map_err(|e| RecordingError::Lease(e.to_string()))
+            .map_err(|e| RecordingError::Lease(Arc::new(e)))
     }
 
     /// Renews this replica's leases on the recordings of `ids` in one statement per
@@ -176,7 +176,7 @@ impl Recorder {
             .db
             .renew_leases(&names, &self.holder, now_ms().saturating_add(ttl))
             .await
-            .map_err(|e| RecordingError::Lease(e.to_string()))?
+            .map_err(|e| RecordingError::Lease(Arc::new(e)))?
             .into_iter()
             .collect();
         Ok(ids
@@ -293,10 +293,9 @@ impl Recorder {
         let key = recording_key(id);
         crate::recording::read_back(self.store.as_ref(), &key)
             .await
-            .map_err(|e| {
-                RecordingError::Resume(format!(
-                    "the recording of this session cannot be read, so it cannot continue: {e}"
-                ))
+            .map_err(|e| RecordingError::ResumeFailed {
+                what: "the recording of this session cannot be read, so it cannot continue",
+                source: Arc::new(e),
             })
     }
 
@@ -328,8 +327,9 @@ impl Recorder {
             self.report_stored(s.id),
         )
         .await
-        .map_err(|e| {
-            RecordingError::Resume(format!("the recording could not be continued: {e}"))
+        .map_err(|e| RecordingError::ResumeFailed {
+            what: "the recording could not be continued",
+            source: Arc::new(e),
         })?;
         tracing::info!(id = %s.id, %why, "recording resumed");
         self.report_failure(s.id, &writer);
@@ -446,11 +446,13 @@ impl Recorder {
 
     /// The latest stored version of the final cast `key`.
     async fn final_version(&self, key: &str) -> Result<String, RecordingError> {
-        self.store.latest_version(key).await.map_err(|e| {
-            RecordingError::Resume(format!(
-                "the final version of the recording cannot be found: {e}"
-            ))
-        })
+        self.store
+            .latest_version(key)
+            .await
+            .map_err(|e| RecordingError::ResumeFailed {
+                what: "the final version of the recording cannot be found",
+                source: Arc::new(e),
+            })
     }
 
     /// Puts the stored final version `done` on the row when the row names another: the writer
@@ -488,7 +490,7 @@ impl Recorder {
             self.report_stored(s.id),
         )
         .await
-        .map_err(|e| RecordingError::Start(e.to_string()))?;
+        .map_err(|e| RecordingError::Start(Arc::new(e)))?;
         let label = match (&s.approver, &s.glass_broken_by) {
             (_, Some(by)) => format!("approved: glass broken by {by}"),
             (Some(a), _) => format!("approved by {a}"),
@@ -516,7 +518,7 @@ impl Recordings for Recorder {
         self.store
             .check()
             .await
-            .map_err(|e| RecordingError::StoreUnavailable(e.to_string()))?;
+            .map_err(|e| RecordingError::StoreUnavailable(Arc::new(e)))?;
         let writer = if s.recording.is_some() {
             let existing = self.latest(s.id).await?;
             self.resume(s, existing, "server restarted during activation")
