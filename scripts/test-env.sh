@@ -69,7 +69,7 @@ ls -la "$BREAKGLASS_CONTROLPLANE_BIN"
 # The end-to-end tests run it, and scripts/s3.sh create-bucket / add-user set the recording
 # tests' bucket up with its `recordings init-bucket`.
 step "server binary for the end-to-end tests and the test bucket"
-cargo build -p breakglass-server
+cargo build -p breakglass-server --features failpoints
 export BREAKGLASS_SERVER_BIN="$CARGO_TARGET_DIR/debug/breakglass-server"
 
 if [ ! -f frontend/dist/index.html ]; then

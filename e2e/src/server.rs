@@ -11,19 +11,27 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// Path of the server binary: `BREAKGLASS_SERVER_BIN`, else built with cargo once.
+/// Path of the server binary: `BREAKGLASS_SERVER_BIN`, else built with cargo once, with the
+/// `failpoints` feature the crash tests use (as scripts/test-env.sh builds it).
 pub fn server_binary() -> anyhow::Result<PathBuf> {
     if let Ok(p) = std::env::var("BREAKGLASS_SERVER_BIN") {
         return Ok(PathBuf::from(p));
     }
     let root = crate::workspace_root();
     let status = std::process::Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "breakglass-server"])
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "breakglass-server",
+            "--features",
+            "failpoints",
+        ])
         .current_dir(&root)
         .status()
-        .context("running cargo build -p breakglass-server")?;
+        .context("running cargo build -p breakglass-server --features failpoints")?;
     if !status.success() {
-        bail!("cargo build -p breakglass-server failed");
+        bail!("cargo build -p breakglass-server --features failpoints failed");
     }
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -124,6 +132,32 @@ pub fn database_url_of(data_dir: &Path) -> String {
         .unwrap_or_else(|_| format!("sqlite://{}", data_dir.join("breakglass.db").display()))
 }
 
+/// The variables that arm the server's crash injection (`server/src/failpoint.rs`).
+const FAILPOINT_VARS: [&str; 2] = ["BREAKGLASS_FAILPOINT", "BREAKGLASS_PAUSE_AT"];
+
+/// The line a server built with the `failpoints` feature logs before listening when one of
+/// [`FAILPOINT_VARS`] is set (`failpoint::ARMED`).
+const ARMED: &str = "crash injection armed";
+
+/// An error at once when `env` arms a failpoint the server just started (its log from byte
+/// `from`) did not announce: a binary built without the `failpoints` feature ignores the
+/// variable, and the test would otherwise wait in vain for a crash or a pause.
+fn check_armed(log: &Path, from: u64, env: &[(&str, &str)]) -> anyhow::Result<()> {
+    let Some((var, step)) = env.iter().find(|(k, _)| FAILPOINT_VARS.contains(k)) else {
+        return Ok(());
+    };
+    let text = std::fs::read(log)?;
+    let since = text.get(usize::try_from(from)?..).unwrap_or_default();
+    if String::from_utf8_lossy(since).contains(ARMED) {
+        return Ok(());
+    }
+    bail!(
+        "{var}={step} is set but the server binary did not arm it: it was built without the \
+         `failpoints` cargo feature. Build it with `cargo build -p breakglass-server --features \
+         failpoints` (scripts/test-env.sh does) or point BREAKGLASS_SERVER_BIN at such a build."
+    )
+}
+
 /// A running server process.
 pub struct ServerProcess {
     child: Child,
@@ -161,6 +195,7 @@ impl ServerProcess {
             .create(true)
             .append(true)
             .open(&log)?;
+        let log_start = log_file.metadata()?.len();
         let mut cmd = Command::new(&bin);
         cmd.arg("--config")
             .arg(config)
@@ -202,6 +237,7 @@ impl ServerProcess {
         .map_err(|_| anyhow!("server did not start listening within 60 s"))??;
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        check_armed(&log, log_start, env)?;
         Ok(ServerProcess {
             child,
             _bucket: bucket,

@@ -1,9 +1,12 @@
 //! Crash injection for tests: when `BREAKGLASS_FAILPOINT` names a step, the process dies right
 //! after that step is durable, as if killed there, or (the `*-written` steps) right after the
 //! cluster write and before its row write: the window a real crash leaves an object the row
-//! does not name. The crash tests restart the server and check that the sweep converges. Unset
-//! (always, in production) it costs one environment read per step of activation or cleanup,
-//! which are rare.
+//! does not name. The crash tests restart the server and check that the sweep converges.
+//!
+//! Compiled only with the `failpoints` cargo feature (scripts/test-env.sh builds the tested
+//! binary with it); without it this module and every call site are absent, so no production
+//! build reads these variables. With it, an unset variable costs one environment read per step
+//! of activation or cleanup, which are rare.
 //!
 //! Debug builds also pause at a named step ([`pause`]), so a test can change the cluster
 //! between two steps of a running activation, through the real API server.
@@ -17,6 +20,20 @@ pub const ENV: &str = "BREAKGLASS_FAILPOINT";
 
 /// Exit code of a process killed by a failpoint.
 pub const EXIT_CODE: i32 = 86;
+
+/// Start of the line [`announce`] logs; the end-to-end tests look for it to tell a binary
+/// built without the `failpoints` feature (which would ignore the variables and never die
+/// or pause) from one that is armed.
+pub const ARMED: &str = "crash injection armed";
+
+/// Logs, at start-up, which failpoint or pause the environment arms, if any.
+pub fn announce() {
+    for var in [ENV, PAUSE_ENV] {
+        if let Ok(step) = std::env::var(var) {
+            tracing::warn!("{ARMED}: {var}={step} (a test build: cargo feature `failpoints`)");
+        }
+    }
+}
 
 /// A step a test can kill the server after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,7 @@ pub mod config;
 pub mod connections;
 pub mod credentials;
 pub mod error;
+#[cfg(feature = "failpoints")]
 pub mod failpoint;
 mod fsutil;
 pub mod guardrails;
@@ -48,6 +49,8 @@ pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
         Some(p) => p.origin.clone(),
         None => format!("http://{addr}"),
     };
+    #[cfg(feature = "failpoints")]
+    failpoint::announce();
     println!("break-glass is listening: open {url}/");
     if ctx.config.dev_login {
         let users: Vec<&str> = ctx

@@ -17,6 +17,7 @@ use kube::Api;
 use super::error::{retry, STEP_BUDGET};
 use super::objects::*;
 use super::Clusters;
+#[cfg(feature = "failpoints")]
 use crate::failpoint::{self, Failpoint};
 use crate::ports::{ClusterError, ProgressSink};
 
@@ -103,6 +104,7 @@ impl Clusters {
             }
         })
         .await?;
+        #[cfg(feature = "failpoints")]
         failpoint::hit(Failpoint::GrantWritten);
         if s.grant_name.is_none() {
             t.record(Progress::GrantCreated { name }).await?;
@@ -136,6 +138,7 @@ impl Clusters {
                 .map_err(|e| ClusterError::from_kube(env, "add the debug container", e))
         })
         .await?;
+        #[cfg(feature = "failpoints")]
         failpoint::hit(Failpoint::ContainerWritten);
         if s.debug_container.is_none() {
             t.record(Progress::DebugContainerAdded { name: container })
@@ -167,6 +170,7 @@ impl Clusters {
             }
         })
         .await?;
+        #[cfg(feature = "failpoints")]
         failpoint::hit(Failpoint::CopyWritten);
         if s.copy_pod.is_none() {
             t.record(Progress::CopyPodCreated {
@@ -262,6 +266,7 @@ async fn annotate(t: &Target<'_>) -> Result<(), ClusterError> {
             .map_err(|e| ClusterError::from_kube(env, "annotate the pod for process access", e))
     })
     .await?;
+    #[cfg(feature = "failpoints")]
     failpoint::hit(Failpoint::AnnotateWritten);
     t.record(Progress::ProcessAccessAnnotated).await
 }

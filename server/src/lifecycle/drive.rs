@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::progress::RowProgress;
 use super::{Error, Lifecycle};
+#[cfg(feature = "failpoints")]
 use crate::failpoint::{self, Failpoint};
 use crate::ports::{ClusterOps, Recording};
 
@@ -37,6 +38,7 @@ impl Lifecycle {
                 return Ok(s);
             }
             s = self.apply_event(id, SessionEvent::BeginActivation).await?;
+            #[cfg(feature = "failpoints")]
             failpoint::hit(Failpoint::Activating);
         }
         match (s.state, cluster) {
@@ -71,6 +73,7 @@ impl Lifecycle {
         };
         let error = match outcome {
             Ok(()) => {
+                #[cfg(feature = "failpoints")]
                 failpoint::hit(Failpoint::Running);
                 let active = self.apply_event(id, SessionEvent::Activated).await?;
                 self.recorder.marker(id, "active").await;
@@ -116,6 +119,7 @@ impl Lifecycle {
     /// cluster objects go.
     async fn end(&self, s: Session, cluster: Option<&dyn ClusterOps>) -> Result<Session, Error> {
         let id = s.id;
+        #[cfg(feature = "failpoints")]
         failpoint::hit(Failpoint::Ending);
         let reason = s.end_reason.as_ref().map_or("ended", |r| r.kind());
         self.terminals

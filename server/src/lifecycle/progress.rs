@@ -1,5 +1,6 @@
 //! How steps reach the session row: the [`ProgressSink`] the cluster driver is handed (each
-//! step committed, then its failpoint), and the drain of the recorder's events.
+//! step committed, then, in a `failpoints` build, its failpoint), and the drain of the
+//! recorder's events.
 
 use std::sync::{Arc, Weak};
 
@@ -10,6 +11,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::Lifecycle;
+#[cfg(feature = "failpoints")]
 use crate::failpoint::{self, Failpoint};
 use crate::ports::{CleanupStep, ProgressSink, RecorderEvent, SessionMoved};
 
@@ -31,8 +33,10 @@ impl RowProgress<'_> {
 #[async_trait]
 impl ProgressSink for RowProgress<'_> {
     async fn record(&self, p: Progress) -> Result<Session, SessionMoved> {
+        #[cfg(feature = "failpoints")]
         let point = Failpoint::after_progress(&p);
         let next = self.commit(p).await?;
+        #[cfg(feature = "failpoints")]
         if let Some(point) = point {
             failpoint::hit(point);
             failpoint::pause(point).await;
@@ -41,13 +45,13 @@ impl ProgressSink for RowProgress<'_> {
     }
 
     async fn cleaned(&self, step: CleanupStep) -> Result<Session, SessionMoved> {
-        let point = Failpoint::after_cleanup(&step);
         let next = self
             .commit(Progress::CleanupStep {
                 detail: step.to_string(),
             })
             .await?;
-        failpoint::hit(point);
+        #[cfg(feature = "failpoints")]
+        failpoint::hit(Failpoint::after_cleanup(&step));
         Ok(next)
     }
 }
@@ -63,11 +67,12 @@ pub(super) async fn drain(lifecycle: Weak<Lifecycle>, mut events: mpsc::Receiver
                 let r = lifecycle
                     .record_progress(id, Progress::RecordingStored(version))
                     .await;
-                match r {
-                    Ok(_) => failpoint::hit(Failpoint::Recording),
-                    Err(e) => {
-                        tracing::debug!(%id, error = %e, "recording version not put on the row");
-                    }
+                if let Err(e) = &r {
+                    tracing::debug!(%id, error = %e, "recording version not put on the row");
+                }
+                #[cfg(feature = "failpoints")]
+                if r.is_ok() {
+                    failpoint::hit(Failpoint::Recording);
                 }
                 let _ = done.send(());
             }
