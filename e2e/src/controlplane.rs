@@ -16,8 +16,6 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use serde::{Deserialize, Serialize};
 
-use crate::namespace::TestNamespace;
-
 /// How long to wait for `READY` once the binary is built.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -399,12 +397,6 @@ impl ControlPlane {
         response.status.map(|s| s.token).ok_or_else(|| {
             anyhow!("TokenRequest for {namespace}/{service_account} returned no status")
         })
-    }
-
-    /// Creates a fresh namespace named `e2e-<prefix>-<random>` and waits
-    /// until its `default` ServiceAccount exists (pods can be created).
-    pub async fn namespace(&self, prefix: &str) -> anyhow::Result<TestNamespace> {
-        TestNamespace::create(self, prefix).await
     }
 
     /// The last `max_bytes` of the control plane's log (for failure messages).

@@ -37,6 +37,16 @@ pub struct TestNamespace {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+// Declared here rather than in `controlplane`, so the control plane knows nothing of the
+// namespaces made on it (the namespace depends on the control plane, not both ways).
+impl ControlPlane {
+    /// Creates a fresh namespace named `e2e-<prefix>-<random>` and waits
+    /// until its `default` ServiceAccount exists (pods can be created).
+    pub async fn namespace(&self, prefix: &str) -> anyhow::Result<TestNamespace> {
+        TestNamespace::create(self, prefix).await
+    }
+}
+
 impl TestNamespace {
     pub(crate) async fn create(cp: &ControlPlane, prefix: &str) -> anyhow::Result<TestNamespace> {
         let name = namespace_name(prefix);

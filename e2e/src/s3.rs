@@ -38,8 +38,7 @@ fn running() -> &'static Mutex<HashMap<PathBuf, Weak<Bucket>>> {
 }
 
 fn script() -> std::process::Command {
-    let mut cmd =
-        std::process::Command::new(crate::browser::workspace_root().join("scripts/s3.sh"));
+    let mut cmd = std::process::Command::new(crate::workspace_root().join("scripts/s3.sh"));
     // The script's documented defaults (root key, region, bucket), whatever the shell has.
     for k in [
         "TOWER_BREAKGLASS_MINIO_ENDPOINT",
