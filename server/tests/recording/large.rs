@@ -126,9 +126,10 @@ async fn output_past_the_rate_waits_instead_of_failing() {
     }
 }
 
-/// A final cast larger than one upload part goes up in parts, locked like any final cast.
+/// A final cast larger than one upload part goes up in parts, locked like any final cast; the
+/// bucket keeps at most 2.2x the cast, every version of the session's objects counted.
 #[tokio::test]
-async fn s3_large_final_cast_is_stored_in_parts_and_verifies() {
+async fn s3_large_final_cast_is_stored_in_parts_verifies_and_keeps_at_most_2_2x() {
     let s3 = S3Server::start();
     s3.create_bucket();
     s3.add_limited_user().await;
@@ -165,6 +166,45 @@ async fn s3_large_final_cast_is_stored_in_parts_and_verifies() {
     let in_a_year = time::OffsetDateTime::now_utc().unix_timestamp() + 365 * 86_400;
     assert!((until - in_a_year).abs() < 600, "retain until {until}");
     assert_eq!(head.content_length(), Some(last.bytes as i64));
+
+    // What the bucket keeps, every version of every object of the session (Object Lock keeps
+    // them all): at most 2.2x the final cast, as on the local store.
+    let prefix = key.trim_end_matches(".cast");
+    let mut kept = 0u64;
+    let (mut key_marker, mut version_marker) = (None::<String>, None::<String>);
+    loop {
+        let page = root
+            .client()
+            .list_object_versions()
+            .bucket(&root.config().bucket)
+            .prefix(prefix)
+            .set_key_marker(key_marker.clone())
+            .set_version_id_marker(version_marker.clone())
+            .send()
+            .await
+            .unwrap();
+        kept += page
+            .versions()
+            .iter()
+            .map(|v| u64::try_from(v.size().unwrap_or(0)).unwrap())
+            .sum::<u64>();
+        if page.is_truncated() != Some(true) {
+            break;
+        }
+        key_marker = page.next_key_marker().map(ToString::to_string);
+        version_marker = page.next_version_id_marker().map(ToString::to_string);
+    }
+    assert!(
+        kept > last.bytes,
+        "the listing missed objects: {kept} for {}",
+        last.bytes
+    );
+    let ratio = kept as f64 / last.bytes as f64;
+    assert!(
+        ratio <= 2.2,
+        "the bucket keeps {kept} bytes for a {} byte cast",
+        last.bytes
+    );
 }
 
 /// An old single-object recording, continued in segments after the upgrade, whose end could
