@@ -70,7 +70,10 @@ ls -la "$BREAKGLASS_CONTROLPLANE_BIN"
 # tests' bucket up with its `recordings init-bucket`.
 step "server binary for the end-to-end tests and the test bucket"
 cargo build -p breakglass-server --features failpoints
-export BREAKGLASS_SERVER_BIN="$CARGO_TARGET_DIR/debug/breakglass-server"
+# Kept under its own name: building the server's own tests (nextest, next) rebuilds
+# target/debug/breakglass-server without the feature, as production has it.
+cp "$CARGO_TARGET_DIR/debug/breakglass-server" "$CARGO_TARGET_DIR/debug/breakglass-server-failpoints"
+export BREAKGLASS_SERVER_BIN="$CARGO_TARGET_DIR/debug/breakglass-server-failpoints"
 
 if [ ! -f frontend/dist/index.html ]; then
   step "frontend build (the browser tests serve it)"
