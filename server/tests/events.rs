@@ -38,18 +38,9 @@ fn file() -> FileConfig {
 /// One server per backend, as `common::servers` but over [`file`].
 async fn servers() -> Vec<TestServer> {
     let mut out = vec![common::server_with("sqlite", None, file()).await];
-    match std::env::var("BREAKGLASS_TEST_POSTGRES_URL") {
-        Ok(admin) => {
-            let url = common::fresh_pg_database(&admin).await;
-            out.push(common::server_with("postgres", Some(url), file()).await);
-        }
-        Err(_) if std::env::var("BREAKGLASS_TEST_SKIP_POSTGRES").is_ok() => {
-            eprintln!("warning: PostgreSQL tests skipped (BREAKGLASS_TEST_SKIP_POSTGRES)");
-        }
-        Err(_) => panic!(
-            "BREAKGLASS_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres.sh start` \
-             (or set BREAKGLASS_TEST_SKIP_POSTGRES=1 to skip it locally)"
-        ),
+    if let Some(admin) = common::postgres_admin() {
+        let url = common::fresh_pg_database(&admin).await;
+        out.push(common::server_with("postgres", Some(url), file()).await);
     }
     out
 }
@@ -341,28 +332,13 @@ async fn the_stream_needs_a_sign_in() {
     }
 }
 
-/// The PostgreSQL admin URL, or `None` when PostgreSQL is explicitly skipped.
-fn postgres_admin() -> Option<String> {
-    match std::env::var("BREAKGLASS_TEST_POSTGRES_URL") {
-        Ok(admin) => Some(admin),
-        Err(_) if std::env::var("BREAKGLASS_TEST_SKIP_POSTGRES").is_ok() => {
-            eprintln!("warning: PostgreSQL tests skipped (BREAKGLASS_TEST_SKIP_POSTGRES)");
-            None
-        }
-        Err(_) => panic!(
-            "BREAKGLASS_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres.sh start` \
-             (or set BREAKGLASS_TEST_SKIP_POSTGRES=1 to skip it locally)"
-        ),
-    }
-}
-
 /// Two replicas on one PostgreSQL database, each with its own data directory (so nothing but
 /// the database is shared): alice's request on A reaches bob's stream on B, bob's approval on
 /// B reaches alice's stream on A. When the database drops the connections the replicas listen
 /// on, every stream is told `lagged` (refetch), and changes flow again once they reconnected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_on_one_replica_reach_the_streams_of_the_other() {
-    let Some(admin) = postgres_admin() else {
+    let Some(admin) = common::postgres_admin() else {
         return;
     };
     let url = common::fresh_pg_database(&admin).await;

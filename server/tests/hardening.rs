@@ -396,7 +396,7 @@ tier = "flight"
 "tower.breakglass.approve" = { groups = ["admins"] }
 "#;
     let mut backends = vec![("sqlite", None)];
-    if let Ok(admin) = std::env::var("BREAKGLASS_TEST_POSTGRES_URL") {
+    if let Some(admin) = common::postgres_admin() {
         backends.push(("postgres", Some(common::fresh_pg_database(&admin).await)));
     }
     for (backend, url) in backends {

@@ -26,24 +26,38 @@ pub struct TestServer {
     pub dir: tempfile::TempDir,
 }
 
-/// Every backend the suite must pass on. PostgreSQL is required unless explicitly skipped, so
-/// a missing database cannot silently shrink the suite.
+/// Every backend the suite must pass on: SQLite, and PostgreSQL from [`postgres_admin`].
 pub async fn servers() -> Vec<TestServer> {
     let mut out = vec![server("sqlite", None).await];
+    if let Some(admin) = postgres_admin() {
+        let url = fresh_pg_database(&admin).await;
+        out.push(server("postgres", Some(url)).await);
+    }
+    out
+}
+
+/// The PostgreSQL admin URL (`BREAKGLASS_TEST_POSTGRES_URL`), which every test that runs on
+/// both engines asks for. Without it the test fails, saying how to start PostgreSQL, so a
+/// missing database cannot silently shrink the suite; only the explicit opt-out
+/// `BREAKGLASS_TEST_SKIP_POSTGRES` gives `None`, and then the test says loudly, by name, that it
+/// proved nothing about PostgreSQL.
+pub fn postgres_admin() -> Option<String> {
     match std::env::var("BREAKGLASS_TEST_POSTGRES_URL") {
-        Ok(admin) => {
-            let url = fresh_pg_database(&admin).await;
-            out.push(server("postgres", Some(url)).await);
-        }
+        Ok(admin) => Some(admin),
         Err(_) if std::env::var("BREAKGLASS_TEST_SKIP_POSTGRES").is_ok() => {
-            eprintln!("warning: PostgreSQL tests skipped (BREAKGLASS_TEST_SKIP_POSTGRES)");
+            let thread = std::thread::current();
+            eprintln!(
+                "WARNING: {} ran on SQLite only: PostgreSQL skipped because \
+                 BREAKGLASS_TEST_SKIP_POSTGRES is set; nothing about PostgreSQL was tested",
+                thread.name().unwrap_or("this test")
+            );
+            None
         }
         Err(_) => panic!(
             "BREAKGLASS_TEST_POSTGRES_URL is not set: start PostgreSQL with `scripts/postgres.sh start` \
              and export the URL it prints (or set BREAKGLASS_TEST_SKIP_POSTGRES=1 to skip it locally)"
         ),
     }
-    out
 }
 
 /// A new, empty PostgreSQL database next to `admin`'s; its URL.
