@@ -273,9 +273,10 @@ async fn an_idle_writer_waits_for_bytes_and_stores_them_within_an_interval() {
         .unwrap();
     w.output(b"first\r\n").unwrap();
     wait_for("the first output stored", 10, || versions.all().len() >= 2).await;
-    // Quiet for many intervals: nothing new to store, so nothing is stored.
+    // Quiet while a busy writer beside it, on the same store and settings, stores six
+    // flushes: counted, so the quiet spell is six flushes long however slow the machine is.
     let quiet = versions.all().len();
-    tokio::time::sleep(config.flush_interval * 6).await;
+    busy_flushes(&store, &config, 6).await;
     assert_eq!(
         versions.all().len(),
         quiet,
@@ -296,7 +297,7 @@ async fn an_idle_writer_waits_for_bytes_and_stores_them_within_an_interval() {
     );
     // Idle again, then finished: the end is stored at once, not after an interval.
     let quiet = versions.all().len();
-    tokio::time::sleep(config.flush_interval * 3).await;
+    busy_flushes(&store, &config, 3).await;
     assert_eq!(versions.all().len(), quiet);
     let last = tokio::time::timeout(Duration::from_secs(10), w.finish("UserEnded"))
         .await
@@ -305,4 +306,33 @@ async fn an_idle_writer_waits_for_bytes_and_stores_them_within_an_interval() {
     let cast = store.get(&key, None).await.unwrap();
     assert_eq!(cast.len() as u64, last.bytes);
     assert!(String::from_utf8_lossy(&cast).contains("ended: UserEnded"));
+}
+
+/// Waits until a writer kept busy beside the one under test has stored `n` flushes: the time
+/// in which a writer with anything to store would have stored it `n` times.
+async fn busy_flushes(store: &Arc<dyn RecordingStore>, config: &WriterConfig, n: usize) {
+    let versions = Versions::default();
+    let w = CastWriter::start(
+        store.clone(),
+        &recording_key(Uuid::now_v7()),
+        info(),
+        config.clone(),
+        versions.sink(),
+    )
+    .await
+    .unwrap();
+    // The header's version counts as none of the n.
+    let start = versions.all().len();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while versions.all().len() < start + n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the busy writer stored {} flushes in 60 s",
+            versions.all().len() - start
+        );
+        w.output(b"busy\r\n").unwrap();
+        w.ready().await.unwrap();
+        tokio::time::sleep(config.flush_interval / 4).await;
+    }
+    w.finish("UserEnded").await.unwrap();
 }
