@@ -13,8 +13,10 @@ const DOC_SHOTS: [&str; 6] = [
     "demo-6-recording",
 ];
 
+/// Each page the demo visits is checked with axe-core (light and dark) before its picture.
 async fn shot(b: &Browser, name: &str) -> anyhow::Result<()> {
     assert!(DOC_SHOTS.contains(&name), "{name} is not in DOC_SHOTS");
+    b.assert_accessible(name).await?;
     let png = b.screenshot(name).await?;
     if std::env::var_os("BREAKGLASS_UPDATE_DOCS").is_some() {
         let images = root().join("docs/images");
