@@ -101,6 +101,22 @@ impl Agent {
             .unwrap_or_default()
     }
 
+    /// The value of cookie `name` this agent sends to `url`, as it goes over the wire (still
+    /// percent-encoded).
+    pub fn cookie(&self, url: &str, name: &str) -> Option<String> {
+        self.cookies_for(url)
+            .split("; ")
+            .find_map(|c| c.strip_prefix(name)?.strip_prefix('=').map(String::from))
+    }
+
+    /// Keeps `set_cookie` (a `Set-Cookie` value, `NAME=VALUE; Path=...`) as if `url` had set
+    /// it, in place of a cookie of the same name and path: a test playing someone who copied or
+    /// altered a cookie.
+    pub fn set_cookie(&self, url: &str, set_cookie: &str) -> anyhow::Result<()> {
+        self.jar.add_cookie_str(set_cookie, &Url::parse(url)?);
+        Ok(())
+    }
+
     /// GETs JSON from `url`; status and body.
     pub async fn get_json(&self, url: &str) -> anyhow::Result<(u16, Value)> {
         let r = self.http.get(url).send().await?;

@@ -9,7 +9,13 @@
 //! Browsers reach Hydra's public API through a small forwarding proxy in front of it (Hydra's
 //! issuer is the proxy's URL). It forwards everything unchanged, except that for a client
 //! scripted with `tamper_id_token` it alters the ID token in the token endpoint's answer, the
-//! one place a test can play someone between the server and the provider.
+//! one place a test can play someone between the server and the provider. It also notes every
+//! call of the token endpoint ([`Provider::token_calls`]), so a test can see which PKCE
+//! verifier the server sent and how often it spent a refresh token.
+//!
+//! Hydra takes an ID token's claims from the consent once, at sign-in; its refresh-token hook
+//! (`oauth2.refresh_token_hook`, served by the same app) gives a refreshed ID token the
+//! persona scripted now, so a test can change someone's groups at the provider.
 
 use std::collections::HashMap;
 use std::net::TcpListener as StdListener;
@@ -22,7 +28,8 @@ use axum::extract::{Query, State};
 use axum::http::uri::PathAndQuery;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
+use axum::Json;
 use axum::Router;
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -60,10 +67,24 @@ pub struct OAuthClient {
     pub secret: String,
 }
 
+/// One call of the token endpoint by a client, as the forwarding proxy saw it.
+#[derive(Debug, Clone)]
+pub struct TokenCall {
+    /// `authorization_code` or `refresh_token`.
+    pub grant_type: String,
+    /// The PKCE verifier sent with a code.
+    pub code_verifier: Option<String>,
+    /// The refresh token spent.
+    pub refresh_token: Option<String>,
+    /// Hydra's answer (400 for a refused verifier or a reused refresh token).
+    pub status: u16,
+}
+
 #[derive(Default)]
 struct Scripts {
     personas: HashMap<String, Persona>,
     logouts: HashMap<String, usize>,
+    token_calls: HashMap<String, Vec<TokenCall>>,
 }
 
 #[derive(Clone)]
@@ -127,6 +148,11 @@ impl Provider {
             .env("HYDRA_LOGIN_URL", format!("{app_url}/login"))
             .env("HYDRA_CONSENT_URL", format!("{app_url}/consent"))
             .env("HYDRA_LOGOUT_URL", format!("{app_url}/logout"))
+            // Hydra's own configuration from the environment (scripts/hydra.sh passes it on).
+            .env(
+                "OAUTH2_REFRESH_TOKEN_HOOK_URL",
+                format!("{app_url}/refresh-hook"),
+            )
             .output()
             .with_context(|| format!("running {}", script.display()))?;
         if !out.status.success() {
@@ -159,6 +185,7 @@ impl Provider {
             .route("/login", get(login))
             .route("/consent", get(consent))
             .route("/logout", get(logout))
+            .route("/refresh-hook", post(refresh_hook))
             .with_state(state.clone());
         let front = Router::new().fallback(forward).with_state(state.clone());
         app_listener.set_nonblocking(true)?;
@@ -241,6 +268,23 @@ impl Provider {
             .lock()
             .map(|s| s.logouts.get(&client.id).copied().unwrap_or(0))
             .unwrap_or(0)
+    }
+
+    /// Every call of the token endpoint `client` made so far, oldest first.
+    pub fn token_calls(&self, client: &OAuthClient) -> Vec<TokenCall> {
+        self.state
+            .scripts
+            .lock()
+            .map(|s| s.token_calls.get(&client.id).cloned().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// The refresh tokens `client` spent so far (successfully or not), oldest first.
+    pub fn refreshes(&self, client: &OAuthClient) -> Vec<TokenCall> {
+        self.token_calls(client)
+            .into_iter()
+            .filter(|c| c.grant_type == "refresh_token")
+            .collect()
     }
 
     /// Adds a new signing key for ID tokens; Hydra signs with it from now on, so a relying
@@ -409,6 +453,27 @@ async fn logout(State(s): State<AppState>, Query(q): Query<HashMap<String, Strin
     .await
 }
 
+/// Hydra's refresh-token hook: the refreshed ID token names the persona scripted for the
+/// client now (its groups may have changed since the consent); the other claims Hydra holds
+/// (`sid`...) are kept. Unscripted clients keep what they had.
+async fn refresh_hook(State(s): State<AppState>, Json(req): Json<Value>) -> Response {
+    let Some(p) = req["client_id"].as_str().and_then(|c| s.persona(c)) else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    let mut id_token = match &req["session"]["id_token"]["id_token_claims"]["ext"] {
+        Value::Object(claims) => claims.clone(),
+        _ => serde_json::Map::new(),
+    };
+    id_token.insert("preferred_username".into(), json!(p.user));
+    id_token.insert("email".into(), json!(format!("{}@example.test", p.user)));
+    id_token.insert("groups".into(), json!(p.groups));
+    Json(json!({ "session": {
+        "id_token": id_token,
+        "access_token": req["session"]["extra"],
+    }}))
+    .into_response()
+}
+
 /// The client id of a token request authenticated with HTTP Basic.
 fn basic_client_id(headers: &HeaderMap) -> Option<String> {
     let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -435,6 +500,21 @@ fn tampered(id_token: &str) -> Option<String> {
     ))
 }
 
+/// What a token request's form says (its status is filled in once Hydra answered).
+fn token_call(form: &[u8]) -> TokenCall {
+    let field = |name: &str| {
+        url::form_urlencoded::parse(form)
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    };
+    TokenCall {
+        grant_type: field("grant_type").unwrap_or_default(),
+        code_verifier: field("code_verifier"),
+        refresh_token: field("refresh_token"),
+        status: 0,
+    }
+}
+
 async fn forward(
     State(s): State<AppState>,
     method: Method,
@@ -456,8 +536,15 @@ async fn forward(
             req = req.header(name, value);
         }
     }
+    let call = (uri.path() == "/oauth2/token").then(|| token_call(&body));
     let r = req.body(body).send().await.map_err(fail)?;
     let status = r.status();
+    if let (Some(mut call), Some(id), Ok(mut scripts)) =
+        (call, basic_client_id(&headers), s.scripts.lock())
+    {
+        call.status = status.as_u16();
+        scripts.token_calls.entry(id).or_default().push(call);
+    }
     let mut out_headers = HeaderMap::new();
     for (name, value) in r.headers() {
         if name != header::CONTENT_LENGTH && name != header::TRANSFER_ENCODING {
