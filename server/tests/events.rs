@@ -8,15 +8,17 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use breakglass_server::config::{DevLoginConfig, DevUser, FileConfig};
+use breakglass_server::config::{demo_environments, DevLoginConfig, DevUser, FileConfig};
 use breakglass_server::state::AppState;
+use breakglass_shared::Permission;
 use common::{Caller, TestServer};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::{timeout, Instant};
 
 /// The demo environments, with alice (engineers: request), bob (sre: request and approve) and
-/// dave, whose group holds no permission anywhere.
+/// dave, whose group may only request in `dev`: nothing of `prod` is his to see, and his own
+/// `dev` request is the sentinel that proves his stream skipped what came before it.
 fn file() -> FileConfig {
     let user = |name: &str, group: &str| DevUser {
         name: name.into(),
@@ -31,6 +33,17 @@ fn file() -> FileConfig {
                 user("dave", "visitors"),
             ],
         },
+        environments: demo_environments()
+            .into_iter()
+            .map(|mut e| {
+                if e.name == "dev" {
+                    if let Some(h) = e.permissions.get_mut(Permission::Request.name()) {
+                        h.groups.push("visitors".into());
+                    }
+                }
+                e
+            })
+            .collect(),
         ..Default::default()
     }
 }
@@ -226,11 +239,23 @@ async fn a_change_reaches_those_who_may_see_it_and_nobody_else() {
         assert_eq!(change["session"]["state"], "PendingApproval");
         assert_eq!(change["session"]["requester"], "alice");
 
-        // Sent to both streams at once: by the time bob has it, dave's filter has seen it too.
-        // Dave holds nothing in prod, so his stream stays silent.
-        if let Some(ev) = dave_events.next(Duration::from_millis(1500)).await {
-            panic!("{}: dave, who may see nothing, got {ev:?}", s.backend);
-        }
+        // Dave holds nothing in prod. Changes reach every stream in order, so the first event
+        // dave gets must be his own later request in dev: had alice's reached him, it would
+        // come first (no wait on a clock decides this).
+        let sentinel = s.create(&dave, "dev").await;
+        let sentinel = sentinel["id"].as_str().unwrap().to_string();
+        let first = dave_events
+            .next(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{}: dave got not even his own request", s.backend));
+        assert_eq!(first.event, "session", "{}: {first:?}", s.backend);
+        let first: Value = serde_json::from_str(&first.data).unwrap();
+        assert_eq!(
+            first["session"]["id"],
+            sentinel.as_str(),
+            "{}: dave, who may see nothing of prod, got {first}",
+            s.backend
+        );
 
         // A later change (bob approves) arrives as well, in order.
         let r = s.act(&bob, &id, "approve", None).await;
