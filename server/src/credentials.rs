@@ -25,16 +25,15 @@ pub async fn client_for(
     home: Option<Client>,
 ) -> Result<Client, ClusterError> {
     let config = match creds {
-        ClusterCredentials::InCluster => {
-            kube::Config::incluster().map_err(|e| ClusterError::Config {
-                env: env.into(),
-                message: format!("in-cluster credentials unavailable: {e}"),
-            })?
-        }
+        ClusterCredentials::InCluster => kube::Config::incluster()
+            .map_err(|e| ClusterError::config_from(env, "in-cluster credentials unavailable", e))?,
         ClusterCredentials::Kubeconfig { path, context } => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| ClusterError::Config {
-                env: env.into(),
-                message: format!("cannot read kubeconfig {}: {e}", path.display()),
+            let kc = Kubeconfig::read_from(path).map_err(|e| {
+                ClusterError::config_from(
+                    env,
+                    format!("cannot read kubeconfig {}", path.display()),
+                    e,
+                )
             })?;
             let opts = KubeConfigOptions {
                 context: context.clone(),
@@ -42,9 +41,8 @@ pub async fn client_for(
             };
             kube::Config::from_custom_kubeconfig(kc, &opts)
                 .await
-                .map_err(|e| ClusterError::Config {
-                    env: env.into(),
-                    message: format!("kubeconfig {}: {e}", path.display()),
+                .map_err(|e| {
+                    ClusterError::config_from(env, format!("kubeconfig {}", path.display()), e)
                 })?
         }
         ClusterCredentials::MintedToken {
@@ -55,25 +53,23 @@ pub async fn client_for(
             server,
             ca_file,
         } => {
-            let home = home.ok_or_else(|| ClusterError::Config {
-                env: env.into(),
-                message: format!("home environment `{home_env}` has no usable credentials"),
+            let home = home.ok_or_else(|| {
+                ClusterError::config(
+                    env,
+                    format!("home environment `{home_env}` has no usable credentials"),
+                )
             })?;
             let token = mint(env, home, namespace, service_account, audience).await?;
-            let url = server.parse().map_err(|e| ClusterError::Config {
-                env: env.into(),
-                message: format!("server URL `{server}`: {e}"),
-            })?;
+            let url = server
+                .parse()
+                .map_err(|e| ClusterError::config_from(env, format!("server URL `{server}`"), e))?;
             let mut c = kube::Config::new(url);
             c.root_cert_file = ca_file.as_ref().map(PathBuf::from);
             c.auth_info.token = Some(token.into());
             c
         }
     };
-    Client::try_from(config).map_err(|e| ClusterError::Config {
-        env: env.into(),
-        message: format!("cannot build a client: {e}"),
-    })
+    Client::try_from(config).map_err(|e| ClusterError::config_from(env, "cannot build a client", e))
 }
 
 async fn mint(
@@ -99,10 +95,7 @@ async fn mint(
     tr.status
         .map(|s| s.token)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| ClusterError::Config {
-            env: env.into(),
-            message: "the home cluster returned an empty token".into(),
-        })
+        .ok_or_else(|| ClusterError::config(env, "the home cluster returned an empty token"))
 }
 
 /// Who the server is on a cluster, by SelfSubjectReview.
@@ -118,8 +111,5 @@ pub async fn whoami(env: &str, client: Client) -> Result<String, ClusterError> {
         .and_then(|s| s.user_info)
         .and_then(|u| u.username)
         .filter(|u| !u.is_empty())
-        .ok_or_else(|| ClusterError::Config {
-            env: env.into(),
-            message: "SelfSubjectReview returned no username".into(),
-        })
+        .ok_or_else(|| ClusterError::config(env, "SelfSubjectReview returned no username"))
 }

@@ -49,13 +49,13 @@ impl Clusters {
         // The API refuses these at create; a row that names one anyway (an older server, a
         // changed configuration, a tampered store) must still never reach the cluster.
         if self.env(env)?.protected.contains(&s.namespace) {
-            return Err(ClusterError::Config {
-                env: env.into(),
-                message: format!(
+            return Err(ClusterError::config(
+                env,
+                format!(
                     "namespace `{}` is protected: no session may touch it",
                     s.namespace
                 ),
-            });
+            ));
         }
         let client = self.client(env).await?;
         let me = self.identity(env, &client).await?;

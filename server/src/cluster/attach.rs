@@ -158,10 +158,7 @@ impl Attach {
         let params = AttachParams::interactive_tty().container(container);
         let mut req = kube::core::Request::new(Pod::url_path(&(), Some(namespace)))
             .attach(pod, &params)
-            .map_err(|e| ClusterError::Config {
-                env: env.into(),
-                message: format!("cannot build the attach request: {e}"),
-            })?;
+            .map_err(|e| ClusterError::config_from(env, "cannot build the attach request", e))?;
         let key = generate_key();
         let headers = req.headers_mut();
         for (name, value) in [
