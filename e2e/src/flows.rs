@@ -76,6 +76,21 @@ pub async fn type_in_terminal(b: &Browser, keys: &str, line: &str) -> anyhow::Re
 pub async fn end_session(b: &Browser) -> anyhow::Result<()> {
     b.click("[data-testid=session-panel] [data-action=end]")
         .await?;
+    // Ending a live session asks first, with focus on Cancel.
+    b.wait_text(
+        "[data-testid=session-panel] .confirm",
+        "End this session now?",
+    )
+    .await?;
+    let focused = b
+        .js("return document.activeElement && document.activeElement.dataset.action")
+        .await?;
+    anyhow::ensure!(
+        focused.as_str() == Some("cancel-confirm"),
+        "the End confirmation does not hold the focus on Cancel (focus: {focused})"
+    );
+    b.click("[data-testid=session-panel] [data-action=confirm]")
+        .await?;
     b.wait_for_within(
         "[data-testid=session-panel][data-state=Ended]",
         std::time::Duration::from_secs(60),

@@ -208,12 +208,15 @@ fn dev_sign_in(
     spawn_local(async move {
         match api::dev_login(&name).await {
             Ok(me) => {
-                error.set(None);
+                error.try_set(None);
                 auth.me.set(me);
             }
-            Err(e) => error.set(Some(e)),
+            Err(e) => {
+                error.try_set(Some(e));
+            }
         }
-        busy.set(false);
+        // Signing in can replace the page that owns these.
+        busy.try_set(false);
     });
 }
 

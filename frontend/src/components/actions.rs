@@ -76,11 +76,14 @@ impl Ctx {
         } = self;
         busy.set(true);
         error.set(None);
+        // Read now: the answer can take this component away (the item leaves the queue when
+        // `live` hears of it), and with it everything it owns, so after the await only
+        // `try_` writes touch its signals.
+        let who = who.get_value();
         spawn_local(async move {
             match api::act(id, action).await {
                 Ok(s) => {
                     live.upsert(s);
-                    let who = who.get_value();
                     let text = match action {
                         Action::Approve => Some(format!("You approved {who}.")),
                         Action::BreakGlass => Some(format!("You broke the glass on {who}.")),
@@ -88,9 +91,11 @@ impl Ctx {
                     };
                     after_change(decisions, id, text);
                 }
-                Err(e) => error.set(Some(e)),
+                Err(e) => {
+                    error.try_set(Some(e));
+                }
             }
-            busy.set(false);
+            busy.try_set(false);
         });
     }
 }
@@ -115,10 +120,14 @@ pub fn SessionActions(
     let mine = auth.is_requester(&session);
     // The requester is offered End rather than Terminate on their own session.
     let may_terminate = !mine && auth.may(&session, Rule::Terminate);
+    let may_end_live =
+        with_end && auth.may(&session, Rule::End) && buttons::ends_a_live_session(session.state);
     let answerable = move |a: Action| match a {
         Action::BreakGlass => may_break,
         Action::Terminate => may_terminate,
-        _ => false,
+        Action::End => may_end_live,
+        // Approving is one click: a second person is already involved.
+        Action::Approve => false,
     };
     // A question asked of an earlier version stays while its answer is still possible.
     if confirms.get_untracked(id).is_some_and(|a| !answerable(a)) {

@@ -152,12 +152,15 @@ pub fn DebugForm(
                                 let mut m = BTreeMap::new();
                                 m.insert(f, strip_field(&e.message));
                                 focus_first(&m);
-                                errors.set(m);
+                                errors.try_set(m);
                             }
-                            None => form_error.set(Some(e.message)),
+                            None => {
+                                form_error.try_set(Some(e.message));
+                            }
                         },
                     }
-                    busy.set(false);
+                    // The form goes away once the request exists: only `try_` writes here.
+                    busy.try_set(false);
                 });
             }
         }

@@ -151,14 +151,17 @@ pub fn History(
         loading_more.set(true);
         spawn_local(async move {
             match api::list_sessions(&q).await {
+                // The list may have been left meanwhile: only `try_` writes after the await.
                 Ok(page) => {
-                    older.update(|o| o.extend(page.items));
-                    older_cursor.set(Some(page.next_cursor));
-                    more_error.set(None);
+                    older.try_update(|o| o.extend(page.items));
+                    older_cursor.try_set(Some(page.next_cursor));
+                    more_error.try_set(None);
                 }
-                Err(e) => more_error.set(Some(e)),
+                Err(e) => {
+                    more_error.try_set(Some(e));
+                }
             }
-            loading_more.set(false);
+            loading_more.try_set(false);
         });
     };
     let apply_requester = move || {

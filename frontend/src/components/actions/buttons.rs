@@ -15,6 +15,15 @@ pub(super) struct Allowed {
     pub terminate: bool,
 }
 
+/// Whether End, in `state`, ends a session that has (or is getting) its debug container,
+/// rather than taking a request back.
+pub(super) fn ends_a_live_session(state: SessionState) -> bool {
+    !matches!(
+        state,
+        SessionState::PendingApproval | SessionState::Approved
+    )
+}
+
 /// Approve and deny, break the glass, end or withdraw, terminate: those allowed.
 #[component]
 pub(super) fn Buttons(
@@ -26,14 +35,20 @@ pub(super) fn Buttons(
     confirms: PendingConfirms,
 ) -> impl IntoView {
     let Ctx { id, busy, .. } = ctx;
-    // Before the debug container exists, ending takes the request back.
-    let end_label = if matches!(
-        state,
-        SessionState::PendingApproval | SessionState::Approved
-    ) {
-        "Withdraw request"
+    // Before the debug container exists, ending takes the request back (nothing to lose);
+    // ending a live session closes a terminal someone may be typing in, so it asks first.
+    let live = ends_a_live_session(state);
+    let end_label = if live {
+        "End session…"
     } else {
-        "End session"
+        "Withdraw request"
+    };
+    let end = move |_| {
+        if live {
+            confirms.ask(id, Action::End);
+        } else {
+            ctx.run(Action::End);
+        }
     };
     view! {
         {allowed.approve.then(|| view! {
@@ -53,7 +68,7 @@ pub(super) fn Buttons(
             </button>
         })}
         {allowed.end.then(|| view! {
-            <button disabled=busy data-action="end" on:click=move |_| ctx.run(Action::End)>
+            <button disabled=busy data-action="end" on:click=end>
                 {end_label}
             </button>
         })}

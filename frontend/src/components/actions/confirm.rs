@@ -1,5 +1,5 @@
 //! The question before a change that cannot wait for a second person or takes the terminal
-//! away: breaking the glass, terminating.
+//! away: breaking the glass, ending a live session, terminating.
 
 use leptos::prelude::*;
 
@@ -12,14 +12,22 @@ pub(super) fn Confirm(ctx: Ctx, action: Action, confirms: PendingConfirms) -> im
     let Ctx { id, busy, .. } = ctx;
     let question = match action {
         Action::BreakGlass => "Break the glass? You activate this without a second person; a review becomes mandatory.",
+        Action::End => "End this session now? The terminal closes and the recording is finished.",
         _ => "Terminate this session now? The terminal closes for its requester.",
     };
+    // Focus moves into the question as it opens, onto Cancel: a stray Enter changes nothing.
+    let cancel = NodeRef::<leptos::html::Button>::new();
+    Effect::new(move |_| {
+        if let Some(b) = cancel.get() {
+            let _ = b.focus();
+        }
+    });
     view! {
         <span class="confirm" role="alert">{question}</span>
         <button class="danger" disabled=busy data-action="confirm"
             on:click=move |_| { confirms.remove(id); ctx.run(action) }>
             "Yes, " {action.verb()}
         </button>
-        <button disabled=busy data-action="cancel-confirm" on:click=move |_| confirms.remove(id)>"Cancel"</button>
+        <button disabled=busy data-action="cancel-confirm" node_ref=cancel on:click=move |_| confirms.remove(id)>"Cancel"</button>
     }
 }

@@ -69,9 +69,12 @@ pub(super) fn DenyForm(
                     live.upsert(s);
                     after_change(decisions, id, Some(format!("You denied {who}.")));
                 }
-                Err(e) => deny_error.set(Some(e.message)),
+                Err(e) => {
+                    // The form may be gone by now (see `Ctx::run`).
+                    deny_error.try_set(Some(e.message));
+                }
             }
-            busy.set(false);
+            busy.try_set(false);
         });
     };
     let deny_id = format!("deny-{id}");
