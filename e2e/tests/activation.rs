@@ -382,8 +382,10 @@ async fn pods_deleted_among_many_in_one_namespace_end_only_their_sessions() {
     }
 }
 
+/// A cluster that cannot be reached is said so at create (it cannot tell whether the pod
+/// exists, and could not activate it either), naming the cluster, and nothing is written.
 #[tokio::test]
-async fn an_unreachable_cluster_fails_clearly_with_no_half_state() {
+async fn an_unreachable_cluster_is_refused_clearly_at_create_with_nothing_written() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("down.kubeconfig");
     std::fs::write(
@@ -394,18 +396,64 @@ async fn an_unreachable_cluster_fails_clearly_with_no_half_state() {
     let rig = Rig::new("bg-down", "ground", &[("down", "ground", bad.as_path())]).await;
     let server = rig.start(&[]).await;
     let alice = server.login("alice").await.unwrap();
-    let id = alice
-        .create(rig.request("down", "anything", "live"))
+    let (status, v) = alice
+        .post("/sessions", rig.request("down", "anything", "live"))
         .await
         .unwrap();
-    let d = alice.wait_state(&id, &["Failed"], ACTIVE).await.unwrap();
-    let failure = d["session"]["failure"].as_str().unwrap();
-    assert!(failure.contains("cluster `down`"), "{failure}");
+    assert_eq!(status, 503, "{v}");
+    let message = v["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cluster `down`"), "{v}");
+    assert_no_sessions(&alice).await;
+}
+
+/// A request names only what the cluster lists: a pod it does not list, or a container the
+/// pod does not have, is refused at create with a 400 naming the field, and nothing is
+/// written (no row, nothing for an approver); a pod being deleted counts as gone.
+#[tokio::test]
+async fn a_request_for_a_pod_or_container_the_cluster_does_not_list_is_refused() {
+    let rig = Rig::new("bg-no-such-pod", "flight", &[]).await;
+    rig.bare_pod("solo").await;
+    let server = rig.start(&[]).await;
+    let alice = server.login("alice").await.unwrap();
+    let (status, v) = alice
+        .post("/sessions", rig.request("flight", "no-such-pod", "live"))
+        .await
+        .unwrap();
+    assert_eq!((status, &v["field"]), (400, &json!("pod")), "{v}");
     assert!(
-        d["session"]["grant_name"].is_null(),
-        "no half state: {}",
-        d["session"]
+        v["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no-such-pod"),
+        "{v}"
     );
+    let mut wrong_container = rig.request("flight", "solo", "live");
+    wrong_container["target_container"] = json!("sidecar");
+    let (status, v) = alice.post("/sessions", wrong_container).await.unwrap();
+    assert_eq!(
+        (status, &v["field"]),
+        (400, &json!("target_container")),
+        "{v}"
+    );
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("sidecar"),
+        "{v}"
+    );
+    assert_no_sessions(&alice).await;
+    // The pod and a container it has: accepted.
+    let mut right = rig.request("flight", "solo", "live");
+    right["target_container"] = json!("app");
+    alice.create(right).await.unwrap();
+}
+
+/// `who` sees no session at all.
+async fn assert_no_sessions(who: &ApiClient) {
+    let (status, page) = who.get("/sessions").await.unwrap();
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["items"], json!([]), "nothing written: {page}");
 }
 
 /// Kills the real server right after each activation and end step, restarts it, and shows the

@@ -23,12 +23,14 @@ pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClusterError {
     /// Credentials or configuration are unusable.
-    #[error("cluster `{env}`: {message}")]
+    #[error("cluster `{env}`: {message}{}", because(source.as_ref()))]
     Config {
         /// Environment.
         env: String,
         /// What is wrong.
         message: String,
+        /// The library's error beneath it, where there is one.
+        source: Option<Cause>,
     },
     /// The API server could not be reached.
     #[error("cluster `{env}` is unreachable while trying to {what}: {source}")]
@@ -74,6 +76,35 @@ pub enum ClusterError {
     /// the step was not recorded.
     #[error("the session changed meanwhile: {0}")]
     SessionChanged(#[from] SessionMoved),
+}
+
+impl ClusterError {
+    /// A configuration error with no error beneath it.
+    pub fn config(env: &str, message: impl Into<String>) -> Self {
+        Self::Config {
+            env: env.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A configuration error caused by `source` (kept as the error's `source()`).
+    pub fn config_from(
+        env: &str,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Config {
+            env: env.into(),
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+}
+
+/// `": cause"` after a message, so the sentence a person reads still names the cause.
+fn because(source: Option<&Cause>) -> String {
+    source.map(|s| format!(": {s}")).unwrap_or_default()
 }
 
 /// The session could not take the recorded step: it is final or moved on. Carries the
@@ -165,6 +196,16 @@ pub trait ClusterOps: Send + Sync + 'static {
         session: &Session,
         progress: &dyn ProgressSink,
     ) -> Result<(), ClusterError>;
+
+    /// The containers of `pod` in `namespace` of `environment`, or `None` when the cluster does
+    /// not list it (or it is being deleted). Asked at create, so no approver is ever asked
+    /// about a pod or a container that does not exist.
+    async fn containers_of(
+        &self,
+        environment: &str,
+        namespace: &str,
+        pod: &str,
+    ) -> Result<Option<Vec<String>>, ClusterError>;
 
     /// Whether the debugged pod (or the copy) has disappeared.
     async fn pod_gone(&self, session: &Session) -> Result<bool, ClusterError>;

@@ -42,6 +42,14 @@ impl ClusterOps for Cluster {
     async fn cleanup(&self, _: &Session, _: &dyn ProgressSink) -> Result<(), ClusterError> {
         Ok(())
     }
+    async fn containers_of(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<Vec<String>>, ClusterError> {
+        Ok(Some(vec!["app".into()]))
+    }
     async fn pod_gone(&self, _: &Session) -> Result<bool, ClusterError> {
         Ok(false)
     }
@@ -54,10 +62,7 @@ impl ClusterOps for Cluster {
 }
 
 fn refused(s: &Session) -> ClusterError {
-    ClusterError::Config {
-        env: s.environment.clone(),
-        message: "refused in this test".into(),
-    }
+    ClusterError::config(&s.environment, "refused in this test")
 }
 
 /// The lifecycle over the real recorder, store and state machine, with every report the

@@ -45,6 +45,14 @@ impl ClusterOps for Hanging {
     async fn cleanup(&self, _: &Session, _: &dyn ProgressSink) -> Result<(), ClusterError> {
         Ok(())
     }
+    async fn containers_of(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<Vec<String>>, ClusterError> {
+        Ok(Some(vec!["app".into()]))
+    }
     async fn pod_gone(&self, _: &Session) -> Result<bool, ClusterError> {
         Ok(false)
     }
@@ -52,10 +60,10 @@ impl ClusterOps for Hanging {
         Ok(0)
     }
     async fn attach(&self, s: &Session) -> Result<Box<dyn AttachedTerminal>, ClusterError> {
-        Err(ClusterError::Config {
-            env: s.environment.clone(),
-            message: "no terminal in this test".into(),
-        })
+        Err(ClusterError::config(
+            &s.environment,
+            "no terminal in this test",
+        ))
     }
 }
 

@@ -155,6 +155,16 @@ fn PodView(env: String, ns: String, pod: String) -> impl IntoView {
                         <NewRequest id=id current=current/>
                     }
                         .into_any(),
+                    // The cluster answered and lists no such pod: nothing to request (the
+                    // server would refuse it); a listing that failed leaves that to the server.
+                    None if matches!(listing.get(), Some(Ok(None))) => view! {
+                        <p class="notice notice-error" role="alert" data-testid="pod-not-found">
+                            "Pod not found: the cluster lists no pod “" {pod2.clone()} "” in namespace " {ns2.clone()}
+                            ". It may have been replaced; pick it again from "
+                            <a href=links::namespace(&env2, &ns2)>"the namespace's pods"</a> "."
+                        </p>
+                    }
+                        .into_any(),
                     None if info.permissions.request => view! {
                         <DebugForm env=info namespace=ns2.clone() pod=pod2.clone()
                             containers=containers on_created=on_created/>

@@ -133,9 +133,11 @@ impl Clusters {
     }
 
     fn env(&self, env: &str) -> Result<&EnvCluster, ClusterError> {
-        self.envs.get(env).ok_or_else(|| ClusterError::Config {
-            env: env.into(),
-            message: "no cluster credentials are configured for this environment".into(),
+        self.envs.get(env).ok_or_else(|| {
+            ClusterError::config(
+                env,
+                "no cluster credentials are configured for this environment",
+            )
         })
     }
 
@@ -216,9 +218,8 @@ impl Clusters {
         loop {
             let req = kube::core::Request::new(&url)
                 .list_metadata(&params)
-                .map_err(|e| ClusterError::Config {
-                    env: env.into(),
-                    message: format!("cannot build the pod list request: {e}"),
+                .map_err(|e| {
+                    ClusterError::config_from(env, "cannot build the pod list request", e)
                 })?;
             let page: PodNames = client
                 .request(req)
@@ -282,6 +283,30 @@ impl ClusterOps for Clusters {
     ) -> Result<(), ClusterError> {
         let r = self.cleanup_inner(session, progress).await;
         self.forget_stale(&session.environment, r).await
+    }
+
+    async fn containers_of(
+        &self,
+        env: &str,
+        namespace: &str,
+        pod: &str,
+    ) -> Result<Option<Vec<String>>, ClusterError> {
+        let r = async {
+            let api: Api<Pod> = Api::namespaced(self.client(env).await?, namespace);
+            let found = api
+                .get_opt(pod)
+                .await
+                .map_err(|e| ClusterError::from_kube(env, "read the pod", e))?;
+            Ok(found
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .map(|p| {
+                    p.spec
+                        .map(|s| s.containers.into_iter().map(|c| c.name).collect())
+                        .unwrap_or_default()
+                }))
+        }
+        .await;
+        self.forget_stale(env, r).await
     }
 
     async fn pod_gone(&self, session: &Session) -> Result<bool, ClusterError> {

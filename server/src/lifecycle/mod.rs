@@ -19,6 +19,7 @@ use std::sync::{Arc, Weak};
 use breakglass_shared::api::SessionChange;
 use breakglass_shared::session::{NewSession, Progress, RekorEntry};
 use breakglass_shared::session::{ReviewError, TransitionError, Verdict};
+use breakglass_shared::validate::FieldError;
 use breakglass_shared::{PermissionSet, Session, SessionEvent, SessionState};
 use prometheus::IntCounterVec;
 use time::OffsetDateTime;
@@ -63,9 +64,14 @@ pub enum Error {
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The cluster could not finish a cleanup that must finish before the session moves on.
+    /// The cluster could not finish a cleanup that must finish before the session moves on,
+    /// or could not be asked whether a request's pod exists.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// A request names what its cluster does not list (a pod, a container); nothing was
+    /// written.
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
 }
 
 /// The sessions' lifecycle over its ports.
@@ -170,6 +176,7 @@ impl Lifecycle {
     /// Stores a new request (Ground requests start `Approved`) and starts activation if a
     /// cluster serves it.
     pub async fn create(&self, req: NewSession, now: OffsetDateTime) -> Result<Session, Error> {
+        self.check_target(&req).await?;
         let session = Session::new_request(Uuid::now_v7(), req, now);
         let draft = EventDraft {
             actor: session.requester.clone(),
@@ -180,6 +187,40 @@ impl Lifecycle {
         self.store.insert(&session, &draft).await?;
         self.after_commit(&session, Commit::Create);
         Ok(session)
+    }
+
+    /// Refuses a request for a pod, or a container of it, that its environment's cluster does
+    /// not list (an environment without a cluster here has nothing to ask).
+    async fn check_target(&self, req: &NewSession) -> Result<(), Error> {
+        let Some(cluster) = self.cluster.as_ref().filter(|c| c.serves(&req.environment)) else {
+            return Ok(());
+        };
+        let containers = cluster
+            .containers_of(&req.environment, &req.namespace, &req.pod)
+            .await?;
+        let Some(containers) = containers else {
+            return Err(FieldError::new(
+                "pod",
+                format!(
+                    "pod: the cluster of {} lists no pod `{}` in namespace `{}`; pick one from the \
+                     namespace's pod list",
+                    req.environment, req.pod, req.namespace
+                ),
+            )
+            .into());
+        };
+        match &req.target_container {
+            Some(c) if !containers.contains(c) => Err(FieldError::new(
+                "target_container",
+                format!(
+                    "target_container: pod `{}` has no container `{c}`; it has {}",
+                    req.pod,
+                    containers.join(", ")
+                ),
+            )
+            .into()),
+            _ => Ok(()),
+        }
     }
 
     /// Applies a person's `event` (its actor names them), retrying on a lost race. A decision
