@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::Tier;
+use crate::session::{Tier, Verdict};
 
 /// A field that failed validation and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -216,9 +216,39 @@ pub fn note(field: &'static str, value: &str, required: bool) -> Result<(), Fiel
     plain_text(field, value, true)
 }
 
+/// A review's notes: optional for `ok`, required for `concern`, since a concern nobody can act
+/// on (what to follow up, and why) is no better than a rubber stamp.
+pub fn review_notes(verdict: Verdict, notes: &str) -> Result<(), FieldError> {
+    let required = verdict == Verdict::Concern;
+    note("notes", notes, required).map_err(|e| {
+        if required && notes.trim().is_empty() {
+            FieldError::new(
+                "notes",
+                "are required for a concern: say what someone should follow up, and why",
+            )
+        } else {
+            e
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_concern_needs_notes_and_an_ok_does_not() {
+        assert!(review_notes(Verdict::Ok, "").is_ok());
+        assert!(review_notes(Verdict::Ok, "fine").is_ok());
+        for blank in ["", "   ", "\n\t"] {
+            let e = review_notes(Verdict::Concern, blank).expect_err("blank notes on a concern");
+            assert_eq!(e.field, "notes");
+            assert!(e.message.contains("required for a concern"), "{e}");
+        }
+        assert!(review_notes(Verdict::Concern, "ran rm in /data").is_ok());
+        assert!(review_notes(Verdict::Concern, &"x".repeat(NOTE_MAX + 1)).is_err());
+        assert!(review_notes(Verdict::Ok, "bell\u{7}").is_err());
+    }
 
     #[test]
     fn text_people_read_has_no_control_or_direction_characters() {

@@ -62,18 +62,24 @@ fn ReviewForm(
     id: Uuid,
 ) -> impl IntoView {
     let live = use_live();
-    let verdict = RwSignal::new(Verdict::Ok);
+    // No verdict is assumed: the reviewer picks one.
+    let verdict = RwSignal::new(None::<Verdict>);
     let notes = RwSignal::new(String::new());
-    let error = RwSignal::new(None::<String>);
+    // The field at fault (`verdict` or `notes`) and what to do.
+    let error = RwSignal::new(None::<(&'static str, String)>);
     let busy = RwSignal::new(false);
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
+        let Some(picked) = verdict.get_untracked() else {
+            error.set(Some(("verdict", "Choose a verdict first.".into())));
+            return;
+        };
         let req = ReviewRequest {
-            verdict: verdict.get_untracked(),
+            verdict: picked,
             notes: notes.get_untracked().trim().to_string(),
         };
-        if let Err(e) = validate::note("notes", &req.notes, false) {
-            error.set(Some(format!("Notes {}", e.message)));
+        if let Err(e) = validate::review_notes(req.verdict, &req.notes) {
+            error.set(Some(("notes", format!("Notes {}", e.message))));
             return;
         }
         busy.set(true);
@@ -85,27 +91,55 @@ fn ReviewForm(
                     // The form goes away with the review it recorded: focus the review.
                     focus_soon(vec!["[data-testid=session-review]".into()]);
                 }
-                Err(e) => error.set(Some(e.message)),
+                Err(e) => {
+                    let field = if e.field.as_deref() == Some("verdict") {
+                        "verdict"
+                    } else {
+                        "notes"
+                    };
+                    error.try_set(Some((field, e.message)));
+                }
             }
-            busy.set(false);
+            // The form goes away with the review it recorded: only `try_` writes here.
+            busy.try_set(false);
         });
+    };
+    let pick = move |v: Verdict| {
+        verdict.set(Some(v));
+        if error.get_untracked().is_some_and(|(f, _)| f == "verdict") {
+            error.set(None);
+        }
+    };
+    let error_on = move |field: &'static str| move || error.get().filter(|(f, _)| *f == field);
+    let invalid = move |field: &'static str| {
+        move || {
+            if error_on(field)().is_some() {
+                "true"
+            } else {
+                "false"
+            }
+        }
     };
     view! {
         <form class="card review-form" on:submit=submit aria-labelledby="review-title">
             <h2 id="review-title">"Review"</h2>
             <p class="muted">"Watch the recording, then record what you found."</p>
-            <fieldset class="field">
+            <fieldset class="field" aria-invalid=invalid("verdict")
+                aria-describedby=move || error_on("verdict")().map(|_| "review-verdict-error")>
                 <legend>"Verdict"</legend>
-                <label class="choice"><input type="radio" name="verdict" checked=true on:change=move |_| verdict.set(Verdict::Ok)/>" No concerns: the access was justified and proportionate"</label>
-                <label class="choice"><input type="radio" name="verdict" on:change=move |_| verdict.set(Verdict::Concern)/>" Concern: someone should follow up"</label>
+                <label class="choice"><input type="radio" name="verdict" value="ok" on:change=move |_| pick(Verdict::Ok)/>" No concerns: the access was justified and proportionate"</label>
+                <label class="choice"><input type="radio" name="verdict" value="concern" on:change=move |_| pick(Verdict::Concern)/>" Concern: someone should follow up"</label>
+                {dynv(move || error_on("verdict")().map(|(_, m)| view! { <p class="field-error" id="review-verdict-error" role="alert">{m}</p> }))}
             </fieldset>
             <div class="field">
-                <label for="review-notes">"Notes " <span class="muted">"(optional)"</span></label>
+                <label for="review-notes">"Notes "
+                    <span class="muted">{move || if verdict.get() == Some(Verdict::Concern) { "(required for a concern: what to follow up, and why)" } else { "(optional)" }}</span>
+                </label>
                 <textarea id="review-notes" rows="3" bind:value=notes
-                    aria-invalid=move || if error.get().is_some() { "true" } else { "false" }
-                    aria-describedby=move || error.get().map(|_| "review-notes-error")></textarea>
+                    aria-invalid=invalid("notes")
+                    aria-describedby=move || error_on("notes")().map(|_| "review-notes-error")></textarea>
             </div>
-            {dynv(move || error.get().map(|m| view! { <p class="field-error" id="review-notes-error" role="alert">{m}</p> }))}
+            {dynv(move || error_on("notes")().map(|(_, m)| view! { <p class="field-error" id="review-notes-error" role="alert">{m}</p> }))}
             <button type="submit" class="primary" disabled=busy>"Record review"</button>
         </form>
     }

@@ -344,7 +344,7 @@ pub async fn review(
     SessionId(id): SessionId,
     ApiJson(req): ApiJson<ReviewRequest>,
 ) -> Result<Json<Session>, ApiError> {
-    validate::note("notes", &req.notes, false)?;
+    validate::review_notes(req.verdict, &req.notes)?;
     let (_, perms) = user
         .session(&config, store.as_ref(), id, Action::Review)
         .await?;

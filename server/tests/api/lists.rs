@@ -238,6 +238,30 @@ async fn reviews_of_finished_sessions() {
             .act(&bob, &id, "review", Some(json!({"verdict": "great"})))
             .await;
         assert_eq!(r.body["field"], "verdict");
+        // No verdict is assumed: a request without one is refused, naming the field.
+        let r = s
+            .act(&bob, &id, "review", Some(json!({"notes": "looked fine"})))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+        assert_eq!(r.body["field"], "verdict", "{:?}", r.body);
+        // A concern says what to follow up; blank notes change nothing.
+        for blank in [
+            json!({"verdict": "concern"}),
+            json!({"verdict": "concern", "notes": "  "}),
+        ] {
+            let r = s.act(&bob, &id, "review", Some(blank)).await;
+            assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+            assert_eq!(r.body["field"], "notes", "{:?}", r.body);
+        }
+        let row = s
+            .send(
+                &bob,
+                Method::GET,
+                &format!("/api/breakglass/sessions/{id}"),
+                None,
+            )
+            .await;
+        assert!(row.body["session"]["review"].is_null(), "{:?}", row.body);
         let r = s
             .act(
                 &bob,
