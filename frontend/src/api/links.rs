@@ -37,9 +37,12 @@ pub fn session(id: Uuid) -> String {
 /// A session's recording, optionally at a moment (seconds of recording time).
 pub fn recording(id: Uuid, t: Option<f64>) -> String {
     match t {
-        Some(t) if t > 0.0 => {
-            format!("/sessions/{id}/recording?t={}", crate::format::tenths(t))
-        }
+        // Down to the tenth, never up: the clock shows whole seconds cut down, so the link
+        // opens in the second the clock showed.
+        Some(t) if t > 0.0 => format!(
+            "/sessions/{id}/recording?t={}",
+            crate::format::tenths((t * 10.0).floor() / 10.0)
+        ),
         _ => format!("/sessions/{id}/recording"),
     }
 }
@@ -55,6 +58,11 @@ mod tests {
         assert_eq!(
             recording(id, Some(12.345)),
             format!("/sessions/{id}/recording?t=12.3")
+        );
+        // 3.97 s shows as 0:03: the link stays in that second.
+        assert_eq!(
+            recording(id, Some(3.97)),
+            format!("/sessions/{id}/recording?t=3.9")
         );
         assert_eq!(
             recording(id, Some(0.0)),

@@ -7,11 +7,31 @@ use wasm_bindgen::JsCast;
 use super::search::Search;
 use super::state::PlayerState;
 
-/// Seconds the arrow keys seek.
+/// Seconds of recording time the arrow keys seek (the hint under the player says so).
 const ARROW_SEEK: f64 = 5.0;
 
+/// Whether keys typed on `el` are its own: text fields and pickers, where a space or an arrow
+/// edits what is in them. Buttons and the seek bar are not: after a click on Play or on the
+/// bar, the shortcuts must go on working (the key's own action on them is prevented, so
+/// space does not both toggle and click).
+fn takes_keys(el: &web_sys::Element) -> bool {
+    match el.tag_name().as_str() {
+        "TEXTAREA" | "SELECT" => true,
+        "INPUT" => !matches!(
+            el.get_attribute("type")
+                .unwrap_or_default()
+                .to_ascii_lowercase()
+                .as_str(),
+            "range" | "button" | "submit" | "reset" | "checkbox" | "radio"
+        ),
+        _ => el
+            .dyn_ref::<web_sys::HtmlElement>()
+            .is_some_and(web_sys::HtmlElement::is_content_editable),
+    }
+}
+
 /// Listens for the shortcuts on the window until the current owner is cleaned up. Keys typed
-/// into a field or on a button are theirs, as are those with Ctrl, Meta or Alt.
+/// into a text field or a picker are theirs, as are those with Ctrl, Meta or Alt.
 pub fn shortcuts(player: PlayerState, search: Search) {
     let listener = window_event_listener(ev::keydown, move |e: web_sys::KeyboardEvent| {
         if !player.is_ready_untracked() || e.ctrl_key() || e.meta_key() || e.alt_key() {
@@ -20,20 +40,15 @@ pub fn shortcuts(player: PlayerState, search: Search) {
         let in_field = e
             .target()
             .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-            .is_some_and(|el| {
-                matches!(
-                    el.tag_name().as_str(),
-                    "INPUT" | "TEXTAREA" | "SELECT" | "BUTTON"
-                )
-            });
+            .is_some_and(|el| takes_keys(&el));
         if in_field {
             return;
         }
         match e.key().as_str() {
             "/" => search.focus(),
             " " => player.toggle(),
-            "ArrowLeft" => player.seek(player.pos_untracked() - ARROW_SEEK),
-            "ArrowRight" => player.seek(player.pos_untracked() + ARROW_SEEK),
+            "ArrowLeft" => player.seek_by(-ARROW_SEEK),
+            "ArrowRight" => player.seek_by(ARROW_SEEK),
             _ => return,
         }
         e.prevent_default();

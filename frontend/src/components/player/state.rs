@@ -32,8 +32,6 @@ struct Deck {
     term: xterm::Terminal,
     /// Events applied to the terminal.
     applied: usize,
-    /// Timestamp of the last animation frame while playing.
-    last_frame: Option<f64>,
 }
 
 impl Deck {
@@ -57,13 +55,6 @@ impl Deck {
             apply(&self.term, index.step_ops(self.applied, upto));
             self.applied = upto;
         }
-    }
-
-    /// Seconds since the previous frame (0 for the first one), `ts` being this frame's.
-    fn frame(&mut self, ts: f64) -> f64 {
-        let dt = self.last_frame.map_or(0.0, |l| (ts - l).max(0.0) / 1000.0);
-        self.last_frame = Some(ts);
-        dt
     }
 }
 
@@ -214,18 +205,28 @@ impl PlayerState {
         self.pos.get()
     }
 
-    /// The position, untracked.
-    pub fn pos_untracked(&self) -> f64 {
-        self.pos.get_untracked()
-    }
-
     /// Player length in seconds (0 until loaded).
     pub fn duration(&self) -> f64 {
         self.timeline
             .with(|tl| tl.as_ref().map_or(0.0, Timeline::duration))
     }
 
-    /// The recording time of the position (what `?t=` links hold).
+    /// The recording's length in recording time (the idle cap does not shorten it).
+    pub fn raw_duration(&self) -> f64 {
+        let d = self.duration();
+        self.timeline
+            .with(|tl| tl.as_ref().map_or(0.0, |tl| tl.raw_time(d)))
+    }
+
+    /// When the recording started, from its header (whole seconds; `None` when it has none).
+    pub fn started_at(&self) -> Option<time::OffsetDateTime> {
+        self.index.with(|i| {
+            let at = i.as_ref()?.header().timestamp?;
+            time::OffsetDateTime::from_unix_timestamp(at).ok()
+        })
+    }
+
+    /// The recording time of the position (what `?t=` links hold, and what the clock shows).
     pub fn raw_pos(&self) -> f64 {
         let pos = self.pos.get();
         self.timeline
@@ -280,11 +281,7 @@ impl PlayerState {
     /// Plays `index` on `term` (already open), from recording second `start`.
     pub fn ready(&self, index: CastIndex, term: xterm::Terminal, start: Option<f64>) {
         self.index.set(Some(index));
-        let deck = Deck {
-            term,
-            applied: 0,
-            last_frame: None,
-        };
+        let deck = Deck { term, applied: 0 };
         // Gone already (the page was left while loading, or while priming): reading the
         // timeline would panic, and nothing else would free the terminal.
         if let Some(unset) = self.deck.try_set_value(Some(deck)) {
@@ -310,12 +307,21 @@ impl PlayerState {
             })
         });
         let Some((t, upto)) = target else { return };
-        let shown = self.on_deck(|deck, index| {
-            deck.show(index, upto);
-            deck.last_frame = None;
-        });
+        let shown = self.on_deck(|deck, index| deck.show(index, upto));
         if shown.is_some() {
             self.pos.set(t);
+        }
+    }
+
+    /// Moves by `delta` seconds of recording time (what the clock shows), so a step of 5 s is
+    /// 5 s on the clock whatever the idle cap.
+    pub fn seek_by(&self, delta: f64) {
+        let raw = untrack(|| self.raw_pos()) + delta;
+        let t = self
+            .timeline
+            .with_untracked(|tl| tl.as_ref().map(|tl| tl.player_time(raw.max(0.0))));
+        if let Some(t) = t {
+            self.seek(t);
         }
     }
 
@@ -332,12 +338,17 @@ impl PlayerState {
         let gen = self.loop_gen.get_value();
         let this = *self;
         spawn_local(async move {
+            // The clock belongs to this run of frames: time spent paused (or with the tab
+            // hidden before a pause) never counts, whatever the speed.
+            let mut last: Option<f64> = None;
             loop {
                 let ts = next_frame().await;
                 if this.loop_gen.try_get_value() != Some(gen) {
                     break;
                 }
-                if !this.tick(ts) {
+                let dt = last.map_or(0.0, |l| (ts - l).max(0.0) / 1000.0);
+                last = Some(ts);
+                if !this.tick(dt) {
                     this.playing.set(false);
                     break;
                 }
@@ -373,11 +384,6 @@ impl PlayerState {
             .timeline
             .with_untracked(|tl| tl.as_ref().map(|tl| tl.player_time(raw).min(tl.duration())));
         let Some(pos) = pos else { return };
-        self.deck.update_value(|d| {
-            if let Some(d) = d {
-                d.last_frame = None;
-            }
-        });
         self.pos.set(pos);
     }
 
@@ -395,11 +401,12 @@ impl PlayerState {
         })
     }
 
-    /// Advances to the animation frame at `ts`; true while there is more to play.
-    fn tick(&self, ts: f64) -> bool {
-        let Some(dt) = self.on_deck(|deck, _| deck.frame(ts)) else {
+    /// Advances by `dt` seconds of wall time (times the speed); true while there is more to
+    /// play.
+    fn tick(&self, dt: f64) -> bool {
+        if self.deck.try_with_value(Option::is_some) != Some(true) {
             return false;
-        };
+        }
         let duration = self.duration_untracked();
         let pos = (self.pos.get_untracked() + dt * self.speed.get_untracked()).min(duration);
         let upto = self

@@ -2,6 +2,7 @@
 //! to the moment.
 
 use leptos::prelude::*;
+use leptos::task::spawn_local;
 use uuid::Uuid;
 
 use super::state::PlayerState;
@@ -47,7 +48,7 @@ pub fn SeekBar(
         <div class="seek">
             <input type="range" class="seek-bar" min="0" step="any" node_ref=bar
                 aria-label="Position"
-                aria-valuetext=move || format::clock(player.pos())
+                aria-valuetext=move || format::clock(player.raw_pos())
                 on:input=move |ev| {
                     // The browser's number, not a parse of the value's text (no float parser
                     // in the wasm); NaN, which it never gives for a range, would seek to 0.
@@ -74,21 +75,46 @@ pub fn SeekBar(
     }
 }
 
-/// `position / length`.
+/// `position / length` in recording time (the time a moment link holds), the wall-clock time
+/// in UTC of that moment (what a reviewer matches against logs), and, when the idle cap
+/// shortens the timeline, how long it plays.
 #[component]
 pub fn TimeReadout(
     /// The player timed.
     player: PlayerState,
 ) -> impl IntoView {
+    let wall = move || {
+        player.started_at().map(|at| {
+            let at = at + time::Duration::seconds_f64(player.raw_pos());
+            view! {
+                <time class="time-utc muted small" data-testid="player-utc" datetime=format::timestamp(at)
+                    title="The moment's wall-clock time">{format::timestamp(at)}</time>
+            }
+        })
+    };
+    let capped = move || {
+        let (plays, lasts) = (player.duration(), player.raw_duration());
+        (lasts - plays >= 1.0).then(|| {
+            view! {
+                <span class="muted small" data-testid="player-capped"
+                    title="Pauses longer than the idle cap play as the cap">
+                    {format!("plays in {} with the idle cap", format::clock(plays))}
+                </span>
+            }
+        })
+    };
     view! {
         <span class="time" data-testid="player-time">
-            {dynv(move || format!("{} / {}", format::clock(player.pos()), format::clock(player.duration())))}
+            {dynv(move || format!("{} / {}", format::clock(player.raw_pos()), format::clock(player.raw_duration())))}
         </span>
+        {dynv(wall)}
+        {dynv(capped)}
     }
 }
 
 /// A link that opens the recording at the current moment (in recording time, so it holds
-/// whatever the idle cap).
+/// whatever the idle cap). A click copies it and says so; where the browser refuses the
+/// clipboard, the address bar is set to it instead, and the note says that.
 #[component]
 pub fn MomentLink(
     /// The session.
@@ -96,9 +122,46 @@ pub fn MomentLink(
     /// The player whose moment it links.
     player: PlayerState,
 ) -> impl IntoView {
+    let note = RwSignal::new(None::<&'static str>);
+    let href = move || links::recording(id, Some(player.raw_pos()));
+    let copy = move |ev: leptos::ev::MouseEvent| {
+        // A new tab or window (middle click, Ctrl or Meta) opens the link as links do.
+        if ev.button() != 0 || ev.ctrl_key() || ev.meta_key() || ev.shift_key() {
+            return;
+        }
+        ev.prevent_default();
+        let Some(window) = web_sys::window() else {
+            return;
+        };
+        let path = untrack(href);
+        let full = window
+            .location()
+            .origin()
+            .map(|o| format!("{o}{path}"))
+            .unwrap_or_else(|_| path.clone());
+        let promise = window.navigator().clipboard().write_text(&full);
+        spawn_local(async move {
+            let copied = wasm_bindgen_futures::JsFuture::from(promise).await.is_ok();
+            if !copied {
+                if let Ok(history) = window.history() {
+                    let _ = history.replace_state_with_url(
+                        &wasm_bindgen::JsValue::NULL,
+                        "",
+                        Some(&path),
+                    );
+                }
+            }
+            note.set(Some(if copied {
+                "Link copied"
+            } else {
+                "The browser refused the clipboard: the address bar holds the link"
+            }));
+        });
+    };
     view! {
-        <a href=move || links::recording(id, Some(player.raw_pos())) class="moment-link"
-            title="A link that opens the recording at this moment">"Link to this moment"</a>
+        <a href=href class="moment-link" on:click=copy
+            title="Copies a link that opens the recording at this moment">"Link to this moment"</a>
+        <span class="muted small" role="status" data-testid="moment-link-note">{move || note.get()}</span>
     }
 }
 
