@@ -78,6 +78,12 @@ pub fn time_left(secs: i64) -> String {
     }
 }
 
+/// How much of its time box a session used: `12 min 05 s of 30 min`.
+pub fn time_used(from: OffsetDateTime, to: OffsetDateTime, minutes: u32) -> String {
+    let secs = (to - from).whole_seconds();
+    format!("{} of {minutes} min", time_left(secs))
+}
+
 /// How long ago: `just now`, `42 s ago`, `5 min ago`, `3 h ago`, `2 d ago`.
 pub fn ago(secs: i64) -> String {
     match secs.max(0) {
@@ -358,6 +364,11 @@ mod tests {
         let at = OffsetDateTime::from_unix_timestamp(1_700_000_000)
             .unwrap_or(OffsetDateTime::UNIX_EPOCH);
         assert_eq!(timestamp(at), "2023-11-14 22:13:20 UTC");
+        assert_eq!(
+            time_used(at, at + time::Duration::seconds(725), 30),
+            "12 min 05 s of 30 min"
+        );
+        assert_eq!(time_used(at, at, 5), "0 s of 5 min");
     }
 
     #[test]

@@ -240,98 +240,34 @@ async fn activation_terminal_and_recording(alice: &Browser) -> anyhow::Result<()
     alice
         .wait_text("[data-testid=integrity]", "Verified")
         .await?;
-    // The seek bar's thumb and the clock next to it say the same moment.
+    // The seek bar's thumb and the clock next to it say the same moment, the clock in
+    // recording time (what a moment link holds), with that moment's time in UTC beside it.
     let at = alice
         .js("const bar = document.querySelector('.seek-bar'); \
-             const secs = t => t.trim().split(':').reduce((a, x) => a * 60 + Number(x), 0); \
-             const [pos, len] = document.querySelector('[data-testid=player-time]').textContent.split('/').map(secs); \
-             return [Math.floor(bar.valueAsNumber), Math.floor(Number(bar.max)), pos, len]")
+             const clock = document.querySelector('[data-testid=player-time]').textContent.split('/')[0].trim(); \
+             return [bar.getAttribute('aria-valuetext'), clock, \
+                     document.querySelector('[data-testid=player-utc]')?.textContent ?? '']")
         .await?;
     ensure!(
-        at[0] == at[2] && at[1] == at[3],
-        "the seek bar [value, max] and the clock [pos, length] disagree: {at}"
+        at[0] == at[1],
+        "the seek bar says {} and the clock {}",
+        at[0],
+        at[1]
+    );
+    ensure!(
+        at[2].as_str().is_some_and(|t| t.ends_with(" UTC")),
+        "no wall-clock time in UTC beside the clock: {at}"
     );
     alice.check_page("22-recording").await?;
-    seek_in_player(alice).await?;
-    Ok(())
-}
-
-/// The player's position in whole seconds, and its length, as its clock says.
-async fn player_clock(b: &Browser) -> anyhow::Result<(u64, u64)> {
-    let v = b
-        .js("const secs = t => t.trim().split(':').reduce((a, x) => a * 60 + Number(x), 0); \
-             return document.querySelector('[data-testid=player-time]').textContent.split('/').map(secs)")
-        .await?;
-    Ok((
-        v[0].as_u64().unwrap_or(u64::MAX),
-        v[1].as_u64().unwrap_or(0),
-    ))
-}
-
-/// Waits until the player's clock says `pos` of `len` (whole seconds), i.e. the recording is
-/// loaded and there.
-async fn wait_clock(b: &Browser, pos: u64, len: u64) -> anyhow::Result<()> {
-    breakglass_e2e::wait_until(
-        &format!("the player's clock at {pos} s of {len} s"),
-        breakglass_e2e::browser::UI_WAIT,
-        || async move { Ok((player_clock(b).await? == (pos, len)).then_some(())) },
-    )
-    .await
-}
-
-/// The seek bar moves the player (the browser's number of the bar, not a parse of its text),
-/// and a `?t=` link opens the recording at its moment, or at the start when `t` is not plain
-/// seconds. `alice` is on the player of a recording a few seconds long.
-async fn seek_in_player(alice: &Browser) -> anyhow::Result<()> {
-    let seek = |to: &str| {
-        format!(
-            "const bar = document.querySelector('.seek-bar'); bar.value = {to}; \
-             bar.dispatchEvent(new Event('input', {{ bubbles: true }}))"
-        )
-    };
-    let (_, len) = player_clock(alice).await?;
-    ensure!(
-        len >= 2,
-        "the recording is {len} s long, too short to seek in"
-    );
-    alice.js(&seek("bar.max")).await?;
-    wait_clock(alice, len, len)
-        .await
-        .context("seek to the end")?;
-    alice.js(&seek("0")).await?;
-    wait_clock(alice, 0, len)
-        .await
-        .context("seek to the start")?;
-    // Half a second into a second, so the tenths a moment link keeps land in the same one.
-    let half = len / 2;
-    alice.js(&seek(&format!("{half}.5"))).await?;
-    wait_clock(alice, half, len)
-        .await
-        .context("seek to the middle")?;
-    // "Link to this moment" names it in recording time; opening the link lands there again.
-    let link = attr_of(alice, "a.moment-link", "href")
-        .await?
-        .context("the moment link has an address")?;
-    ensure!(
-        link.contains("?t="),
-        "the moment link names no moment: {link}"
-    );
-    let page = alice.client.current_url().await?;
-    alice.goto(page.join(&link)?.as_str()).await?;
-    wait_clock(alice, half, len)
-        .await
-        .context("open the moment link")?;
-    // A `t` that is not plain seconds plays from the start.
-    alice
-        .goto(page.join(&format!("{}?t=1e1", page.path()))?.as_str())
-        .await?;
-    wait_clock(alice, 0, len).await.context("open ?t=1e1")?;
+    player::seek_in_player(alice).await?;
+    player::pause_and_resume_keep_time(alice).await?;
     Ok(())
 }
 
 /// carol (neither the requester nor its approver) reviews the session alice just ended, from
-/// its page: the form passes the checks, a review is recorded, and focus lands on it rather
-/// than on `<body>` when the form goes away. `alice` is on the session's recording page.
+/// its page: no verdict is picked for her, submitting without one or a concern without notes
+/// is refused next to the field, then a review is recorded, and focus lands on it rather than
+/// on `<body>` when the form goes away. `alice` is on the session's recording page.
 async fn review_the_ended_session(
     carol: &Browser,
     server: &WebServer,
@@ -341,7 +277,38 @@ async fn review_the_ended_session(
     let session_path = at.path().trim_end_matches("/recording").to_string();
     carol.goto(&server.at(&session_path)).await?;
     carol.wait_for("form.review-form").await?;
+    // When it ran, in UTC, and how much of its time it used.
+    for (fact, ends) in [
+        ("session-started", " UTC"),
+        ("session-ended", " UTC"),
+        ("session-time-used", " min"),
+    ] {
+        let text = carol.text_of(&format!("[data-testid={fact}]")).await?;
+        ensure!(text.ends_with(ends), "{fact} says {text:?}");
+    }
     carol.check_page("24-review-form").await?;
+    let picked = carol
+        .js("return [...document.querySelectorAll('form.review-form input[name=verdict]')].filter(i => i.checked).length")
+        .await?;
+    ensure!(picked == 0, "{picked} verdicts are preselected");
+    carol.click("form.review-form button[type=submit]").await?;
+    carol
+        .wait_text("#review-verdict-error", "Choose a verdict")
+        .await?;
+    carol
+        .click("form.review-form input[name=verdict][value=concern]")
+        .await?;
+    carol.click("form.review-form button[type=submit]").await?;
+    carol
+        .wait_text("#review-notes-error", "required for a concern")
+        .await?;
+    ensure!(
+        !absent(carol, "form.review-form").await?,
+        "a refused review keeps its form"
+    );
+    carol
+        .click("form.review-form input[name=verdict][value=ok]")
+        .await?;
     carol
         .fill("#review-notes", "the shell only read the worker's logs")
         .await?;
@@ -458,6 +425,17 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
         let bob = Browser::open(&driver, "bob", false).await?;
         alice.goto(&server.at("/")).await?;
         alice.dev_sign_in("alice").await?;
+        // A pod the cluster does not list: the page says so, with no form to request it.
+        alice
+            .goto(&server.at(&format!("/env/prod/ns/{}/pod/web-9", ns.name())))
+            .await?;
+        alice
+            .wait_text("[data-testid=pod-not-found]", "Pod not found")
+            .await?;
+        ensure!(
+            absent(&alice, "[data-testid=debug-form]").await?,
+            "no request form for a pod the cluster does not list"
+        );
         alice
             .goto(&server.at(&format!("/env/prod/ns/{}/pod/web-1", ns.name())))
             .await?;
@@ -494,5 +472,6 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
     result
 }
 
+mod player;
 mod walkthrough;
 use walkthrough::flow;

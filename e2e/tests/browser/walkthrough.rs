@@ -187,6 +187,18 @@ pub(crate) async fn flow(server: &WebServer) -> anyhow::Result<()> {
         .await?;
     assert_not_reloaded(&alice).await?;
     alice.check_page("09-denied-live").await?;
+    // Opened again later, the pod page says why the last request went nowhere, above a fresh
+    // form.
+    alice
+        .goto(&server.at("/env/prod/ns/shop/pod/web-2"))
+        .await?;
+    alice
+        .wait_text(
+            "[data-testid=last-refused]",
+            "not during the release freeze",
+        )
+        .await?;
+    alice.wait_for("[data-testid=debug-form]").await?;
 
     // bob types a deny reason while carol approves the same request: his form stays, says who
     // decided and when, and keeps his text.

@@ -258,6 +258,16 @@ fn Facts(
             <dt>"Requested by"</dt><dd>{s.requester.clone()} " · " <Age at=s.created_at/></dd>
             <dt>"Mode"</dt><dd>{crate::format::mode_label(s.mode)}{s.target_container.clone().map(|c| format!(", sees the processes of {c}"))}</dd>
             <dt>"Duration"</dt><dd>{format!("{} min", s.duration_minutes)}</dd>
+            // In UTC, what a reviewer matches against the cluster's and the app's logs.
+            {s.active_at.map(|at| view! {
+                <dt>"Started"</dt><dd data-testid="session-started"><time datetime=crate::format::timestamp(at)>{crate::format::timestamp(at)}</time></dd>
+            })}
+            {s.finished_at.filter(|_| s.state.is_final()).map(|at| view! {
+                <dt>"Ended"</dt><dd data-testid="session-ended"><time datetime=crate::format::timestamp(at)>{crate::format::timestamp(at)}</time></dd>
+            })}
+            {s.active_at.zip(s.finished_at.filter(|_| s.state.is_final())).map(|(from, to)| view! {
+                <dt>"Time used"</dt><dd data-testid="session-time-used">{crate::format::time_used(from, to, s.duration_minutes)}</dd>
+            })}
             <dt>"Reason"</dt><dd class="reason">{s.reason.clone()}</dd>
             {s.ticket.clone().map(|t| view! {
                 <dt>"Ticket"</dt><dd><a href=t.clone() target="_blank" rel="noopener noreferrer">{t.clone()}</a></dd>

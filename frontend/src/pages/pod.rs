@@ -3,7 +3,7 @@
 
 use crate::router::use_params;
 use breakglass_shared::api::ListQuery;
-use breakglass_shared::Session;
+use breakglass_shared::{Session, SessionState};
 use leptos::prelude::*;
 use uuid::Uuid;
 
@@ -14,6 +14,7 @@ use crate::components::common::{dynv, Loading, TierBadge};
 use crate::components::debug_form::DebugForm;
 use crate::components::session_panel::SessionPanel;
 use crate::fetch::fetch;
+use crate::format;
 use crate::live::use_live;
 use crate::title::set_title;
 
@@ -107,6 +108,29 @@ fn PodView(env: String, ns: String, pod: String) -> impl IntoView {
         }
     });
 
+    // The user's latest request on this pod, when it was refused or failed: opening the pod
+    // again says why, above a fresh form, rather than a form as if nothing had happened.
+    let (e, n, p) = (env.clone(), ns.clone(), pod.clone());
+    let me = auth.user();
+    let refused = Memo::new(move |_| {
+        let fetched = lookup.get().and_then(Result::ok).map(|page| page.items)?;
+        let on_this_pod = |s: &Session| {
+            s.environment == e
+                && s.namespace == n
+                && s.pod == p
+                && me.as_ref() == Some(&s.requester)
+        };
+        live.merged(&fetched, on_this_pod)
+            .into_iter()
+            .next()
+            .filter(|s| {
+                matches!(
+                    s.state,
+                    SessionState::Denied | SessionState::Failed | SessionState::Expired
+                )
+            })
+    });
+
     let on_created = Callback::new(move |s: Session| current.set(Some(s.id)));
     let (env2, ns2, pod2) = (env.clone(), ns.clone(), pod.clone());
     view! {
@@ -166,6 +190,13 @@ fn PodView(env: String, ns: String, pod: String) -> impl IntoView {
                     }
                         .into_any(),
                     None if info.permissions.request => view! {
+                        {move || refused.get().map(|s| view! {
+                            <p class="notice notice-error" data-testid="last-refused">
+                                {format!("Your last request here ({}) was {}. ", format::session_label(s.id), format::state_label(s.state))}
+                                {format::outcome(&s)} " "
+                                <a href=links::session(s.id)>"Open it"</a>
+                            </p>
+                        })}
                         <DebugForm env=info namespace=ns2.clone() pod=pod2.clone()
                             containers=containers on_created=on_created/>
                     }
