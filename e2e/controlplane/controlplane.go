@@ -200,6 +200,7 @@ func (cp *controlPlane) startComponents() error {
 	}
 	cp.sim = newNodeSim(nodeClient, cp.kubeletPt)
 	cp.shells = newShellManager(filepath.Join(cp.o.dataDir, "containers"), cp.sim.containerExited)
+	cp.shells.spec = cp.sim.containerSpec
 	cp.sim.shells = cp.shells
 	cp.kubelet, err = newKubelet(cp.shells, func(ctx context.Context, ns, name string, fresh bool) (*corev1.Pod, bool) {
 		return cp.sim.pod(ctx, ns, name, fresh)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -152,3 +153,44 @@ type sizeQueue struct {
 }
 
 func (q *sizeQueue) Next() *remotecommand.TerminalSize { return <-q.ch }
+
+// A container runs its own command with its environment, and when its main
+// process exits, every process it started goes with it, as a runtime stops a
+// container's cgroup: a job left in the background, and one that left the
+// session (setsid), are gone by the time the container is reported ended.
+func TestAContainerEndsWithItsMainProcessAndTakesItsProcessesAlong(t *testing.T) {
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	script := `sleep 300 & echo $! > "$PIDS"; setsid sleep 300 & echo $! >> "$PIDS"; sleep 0.2; exit 3`
+	ended := make(chan int, 1)
+	shells := newShellManager(filepath.Join(dir, "containers"), func(_ containerKey, code int) { ended <- code })
+	shells.spec = func(containerKey) ([]string, []string) {
+		return []string{"/bin/sh", "-c", script}, []string{"PIDS=" + pids}
+	}
+	defer shells.closeAll()
+	if _, err := shells.get(containerKey{"ns", "p", "debug-1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-ended:
+		if code != 3 {
+			t.Fatalf("exit code %d, want the main process's 3", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the container did not end with its main process")
+	}
+	raw, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := strings.Fields(string(raw))
+	if len(started) != 2 {
+		t.Fatalf("the command started %q, want two pids", started)
+	}
+	for _, pid := range started {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err == nil && !strings.Contains(string(stat), ") Z ") {
+			t.Fatalf("process %s of the ended container still runs: %s", pid, stat)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -294,6 +295,36 @@ func (s *nodeSim) forget(pod *corev1.Pod) {
 			delete(s.restarts, k)
 		}
 	}
+}
+
+// containerSpec is a debug container's own command (and the plain values of
+// its environment): an ephemeral container, or a copy pod's debug-* container.
+// Other containers run an interactive /bin/sh whatever their image, as before.
+func (s *nodeSim) containerSpec(key containerKey) ([]string, []string) {
+	pod, err := s.podLister.Pods(key.Namespace).Get(key.Pod)
+	if err != nil {
+		return nil, nil
+	}
+	own := func(command, args []string, env []corev1.EnvVar) ([]string, []string) {
+		var vars []string
+		for _, e := range env {
+			if e.ValueFrom == nil {
+				vars = append(vars, e.Name+"="+e.Value)
+			}
+		}
+		return append(append([]string{}, command...), args...), vars
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if c.Name == key.Container {
+			return own(c.Command, c.Args, c.Env)
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == key.Container && strings.HasPrefix(c.Name, "debug-") {
+			return own(c.Command, c.Args, c.Env)
+		}
+	}
+	return nil, nil
 }
 
 // containerExited is called by the shell manager when a container's shell

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"k8s.io/client-go/tools/remotecommand"
@@ -28,10 +32,11 @@ func (k containerKey) String() string { return k.Namespace + "/" + k.Pod + "/" +
 // stdin/stdout is a PTY. Output is fanned out to every attached client and
 // kept in a small ring buffer (served as the container log).
 type shell struct {
-	key  containerKey
-	cmd  *exec.Cmd
-	pty  *os.File
-	done chan struct{} // closed when the shell exited and its output is drained
+	key    containerKey
+	cmd    *exec.Cmd
+	pty    *os.File
+	exited chan struct{} // closed when the main process exited and the rest of the container was stopped
+	done   chan struct{} // closed when the shell exited and its output is drained
 
 	mu       sync.Mutex
 	subs     map[int]*subscriber
@@ -53,6 +58,9 @@ const logLimit = 64 << 10
 type shellManager struct {
 	root   string // per-container working directories live under it
 	onExit func(key containerKey, exitCode int)
+	// spec gives a container's own command and environment (nil, or an empty
+	// command: an interactive /bin/sh).
+	spec func(key containerKey) (argv []string, env []string)
 
 	mu     sync.Mutex
 	shells map[containerKey]*shell
@@ -68,13 +76,19 @@ func (m *shellManager) containerDir(key containerKey) (string, error) {
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
-func (m *shellManager) env(dir string) []string {
+// markerEnv names, in every process of a simulated container, the container it
+// belongs to, so that the processes a container started are found and stopped
+// with it even when they left its session (setsid).
+const markerEnv = "BREAKGLASS_SIM_CONTAINER"
+
+func (m *shellManager) env(dir string, key containerKey) []string {
 	return []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" + dir,
 		"TERM=xterm",
 		"PS1=$ ",
 		"LANG=C.UTF-8",
+		markerEnv + "=" + key.String(),
 	}
 }
 
@@ -92,9 +106,17 @@ func (m *shellManager) get(key containerKey) (*shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("/bin/sh")
+	argv, env := []string{"/bin/sh"}, m.env(dir, key)
+	if m.spec != nil {
+		own, ownEnv := m.spec(key)
+		if len(own) > 0 {
+			argv = own
+		}
+		env = append(env, ownEnv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = m.env(dir)
+	cmd.Env = env
 	// Setsid+Setctty are set by pty.Start; Pdeathsig keeps shells from
 	// outliving this process if it is killed hard.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL}
@@ -102,9 +124,10 @@ func (m *shellManager) get(key containerKey) (*shell, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start shell for %s: %w", key, err)
 	}
-	sh := &shell{key: key, cmd: cmd, pty: f, done: make(chan struct{}), subs: map[int]*subscriber{}}
+	sh := &shell{key: key, cmd: cmd, pty: f, exited: make(chan struct{}), done: make(chan struct{}), subs: map[int]*subscriber{}}
 	m.shells[key] = sh
 	klog.V(2).InfoS("started container shell", "container", key.String(), "pid", cmd.Process.Pid)
+	go sh.reap()
 	go sh.pump()
 	go func() {
 		<-sh.done
@@ -156,11 +179,88 @@ func (m *shellManager) closeAll() {
 	}
 }
 
+// kill stops the container: its main process and everything it started.
 func (sh *shell) kill() {
 	if sh.cmd.Process != nil {
-		// The shell leads its own session and process group.
-		_ = syscall.Kill(-sh.cmd.Process.Pid, syscall.SIGKILL)
+		stopContainer(sh.cmd.Process.Pid, sh.key)
 	}
+}
+
+// reap waits for the container's main process; once it is gone, the rest of
+// the container goes too, as a runtime stops every process of a container
+// whose main process exited (its cgroup): a job left in the background does
+// not outlive the container here either.
+func (sh *shell) reap() {
+	err := sh.cmd.Wait()
+	code := 0
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.ExitCode()
+		if code < 0 {
+			code = 137
+		}
+	}
+	sh.mu.Lock()
+	sh.exitCode = code
+	sh.mu.Unlock()
+	stopContainer(sh.cmd.Process.Pid, sh.key)
+	close(sh.exited)
+}
+
+// stopContainer kills every process of the container whose main process is
+// (or was) sid: those in its session, and those carrying its marker.
+func stopContainer(sid int, key containerKey) {
+	marker := []byte(markerEnv + "=" + key.String() + "\x00")
+	for round := 0; round < 50; round++ {
+		victims := containerProcs(sid, marker)
+		if len(victims) == 0 {
+			return
+		}
+		for _, pid := range victims {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	klog.InfoS("processes of a stopped container kept running", "container", key.String())
+}
+
+// containerProcs lists the live (not zombie) processes in session sid or whose
+// environment holds marker.
+func containerProcs(sid int, marker []byte) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) < 4 || fields[0] == "Z" {
+			continue
+		}
+		if s, err := strconv.Atoi(fields[3]); err == nil && s == sid {
+			out = append(out, pid)
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append(environ, 0), marker) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // pump copies PTY output to the subscribers until the shell exits.
@@ -176,19 +276,11 @@ func (sh *shell) pump() {
 		}
 	}
 	// Reading fails with EIO once the last process holding the slave side is
-	// gone; reap the shell and tell everyone.
-	err := sh.cmd.Wait()
-	code := 0
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		code = exitErr.ExitCode()
-		if code < 0 {
-			code = 137
-		}
-	}
+	// gone, which reap sees to once the main process exited.
+	<-sh.exited
 	_ = sh.pty.Close()
 	sh.mu.Lock()
-	sh.exitCode = code
+	code := sh.exitCode
 	sh.mu.Unlock()
 	klog.V(2).InfoS("container shell exited", "container", sh.key.String(), "exitCode", code)
 	close(sh.done)
@@ -302,7 +394,7 @@ func (m *shellManager) exec(ctx context.Context, key containerKey, argv []string
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = m.env(dir)
+	cmd.Env = m.env(dir, key)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 
 	if tty {

@@ -68,6 +68,8 @@ pub enum Failpoint {
     PodRecycled,
     /// The decision to keep the pod is on the row.
     PodKept,
+    /// The debug container's stop (or its failure) is on the row.
+    DebugStopped,
     /// The annotation's removal is on the row.
     AnnotationRemoved,
     /// The grant's deletion is on the row.
@@ -93,6 +95,7 @@ impl Failpoint {
             Failpoint::CopyDeleted => "copy-deleted",
             Failpoint::PodRecycled => "pod-recycled",
             Failpoint::PodKept => "pod-kept",
+            Failpoint::DebugStopped => "debug-stopped",
             Failpoint::AnnotationRemoved => "annotation-removed",
             Failpoint::GrantDeleted => "grant-deleted",
         }
@@ -119,6 +122,8 @@ impl Failpoint {
             CleanupStep::CopyDeleted { .. } => Failpoint::CopyDeleted,
             CleanupStep::PodRecycled { .. } => Failpoint::PodRecycled,
             CleanupStep::PodKept { .. } => Failpoint::PodKept,
+            CleanupStep::DebugContainerStopped { .. }
+            | CleanupStep::DebugContainerLeftRunning { .. } => Failpoint::DebugStopped,
             CleanupStep::AnnotationRemoved => Failpoint::AnnotationRemoved,
             CleanupStep::GrantDeleted { .. } => Failpoint::GrantDeleted,
         }

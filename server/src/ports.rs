@@ -136,6 +136,20 @@ pub enum CleanupStep {
         /// Other ready pods of the same owner.
         others: usize,
     },
+    /// The debug container of a kept pod was stopped, and every process in it (Kubernetes
+    /// keeps it in the pod's spec, terminated).
+    DebugContainerStopped {
+        /// Container name.
+        container: String,
+    },
+    /// The debug container of a kept pod did not stop when asked: it still runs, and the
+    /// session page says so.
+    DebugContainerLeftRunning {
+        /// Container name.
+        container: String,
+        /// What went wrong.
+        why: String,
+    },
     /// The process-access annotation was removed from the pod.
     AnnotationRemoved,
     /// The grant RoleBinding was deleted.
@@ -155,6 +169,15 @@ impl fmt::Display for CleanupStep {
             }
             CleanupStep::PodKept { pod, others } => {
                 write!(f, "kept pod {pod} (tier rule; {others} other ready pods)")
+            }
+            CleanupStep::DebugContainerStopped { container } => {
+                write!(
+                    f,
+                    "stopped debug container {container} and every process in it"
+                )
+            }
+            CleanupStep::DebugContainerLeftRunning { container, why } => {
+                write!(f, "debug container {container} still runs: {why}")
             }
             CleanupStep::AnnotationRemoved => f.write_str("removed the process-access annotation"),
             CleanupStep::GrantDeleted { name } => write!(f, "deleted grant {name}"),

@@ -159,6 +159,7 @@ impl Relay {
                                     }
                                 }
                                 Ok(Frame::Resize { cols, rows }) => {
+                                    let (cols, rows) = breakglass_shared::terminal::person_size(cols, rows);
                                     let _ = writer.resize(cols, rows);
                                     if let Err(e) = attached.resize(cols, rows).await {
                                         tracing::info!(%id, error = %e, "terminal: resize not passed on");

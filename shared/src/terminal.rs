@@ -57,6 +57,17 @@ pub const MAX_COLS: u16 = 1000;
 /// See [`MAX_COLS`].
 pub const MAX_ROWS: u16 = 1000;
 
+/// The terminal size (columns, rows) that asks a debug container to end: its entrypoint
+/// watches for it, and the server sets it through the attach when a session ends. Never a
+/// size a person's terminal sends (see [`person_size`]).
+pub const END_SIZE: (u16, u16) = (1, 1);
+
+/// A size a person's terminal asked for, as the pod gets it: at least 2x2, so that it is
+/// never [`END_SIZE`] (a terminal that small shows nothing anyway).
+pub fn person_size(cols: u16, rows: u16) -> (u16, u16) {
+    (cols.max(2), rows.max(2))
+}
+
 /// `cols`x`rows` brought within 1..=[`MAX_COLS`] and 1..=[`MAX_ROWS`], for sizes read from
 /// recordings made before the bound existed.
 pub fn clamp_size(cols: u16, rows: u16) -> (u16, u16) {
@@ -221,6 +232,10 @@ mod tests {
         };
         assert_eq!(Frame::decode(&f.encode()), Ok(f));
         assert_eq!(clamp_size(65535, 0), (MAX_COLS, 1));
+        // No size a browser sends is the end signal.
+        assert_eq!(person_size(END_SIZE.0, END_SIZE.1), (2, 2));
+        assert_eq!(person_size(1, 40), (2, 40));
+        assert_eq!(person_size(120, 40), (120, 40));
         let big = vec![TAG_DATA; MAX_FRAME + 1];
         assert_eq!(
             Frame::decode(&big),

@@ -197,7 +197,8 @@ async fn rotated_provider_keys_are_fetched_again() -> anyhow::Result<()> {
 }
 
 /// A person in a browser: the sign-in page's button, the provider, back on the page they
-/// started from as themselves, then "Sign out", which ends the provider's session too.
+/// started from as themselves, then "Sign out", which ends the provider's session too. Each of
+/// our pages on the way (sign-in, signed in, signed out) passes axe-core in both schemes.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_person_signs_in_and_out_through_the_provider_in_the_browser() -> anyhow::Result<()> {
     use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver};
@@ -212,6 +213,8 @@ async fn a_person_signs_in_and_out_through_the_provider_in_the_browser() -> anyh
     let result = async {
         bob.goto(&setup.url("/env/dev")).await?;
         bob.wait_for("[data-testid=oidc-sign-in]").await?;
+        // Every page of ours this visits passes axe-core, light and dark.
+        bob.assert_accessible("oidc-sign-in").await?;
         bob.click("[data-testid=oidc-sign-in]").await?;
         // Through the provider's login and consent (scripted) and back to /env/dev as bob.
         bob.wait_for("[data-testid=sign-out]").await?;
@@ -221,10 +224,11 @@ async fn a_person_signs_in_and_out_through_the_provider_in_the_browser() -> anyh
             .js("return document.querySelector('[data-testid=sign-out]').title")
             .await?;
         assert_eq!(name, json!("Sign out bob"));
-        bob.screenshot("oidc-signed-in").await?;
+        bob.check_page("oidc-signed-in").await?;
 
         bob.click("[data-testid=sign-out]").await?;
         bob.wait_for("[data-testid=oidc-sign-in]").await?;
+        bob.check_page("oidc-signed-out").await?;
         wait_until("the provider's logout", Duration::from_secs(20), || async {
             Ok((setup.provider.logouts(&setup.client) == 1).then_some(()))
         })

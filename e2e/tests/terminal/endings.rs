@@ -130,7 +130,8 @@ async fn a_browser_that_stops_reading_stalls_the_pod_output() {
 }
 
 /// The time box for real: a one-minute session ends by itself with `TtlExpired`, its terminal
-/// is closed with "session ended", its recording is final and verifies, and its grant is gone.
+/// is closed with "session ended", its recording is final and verifies, its grant is gone, and
+/// its debug container is stopped with what was left running in the background.
 #[tokio::test]
 async fn a_one_minute_session_ends_on_time_with_everything_closed() {
     let (dir, cfg, ns) =
@@ -158,6 +159,7 @@ async fn a_one_minute_session_ends_on_time_with_everything_closed() {
     .await
     .unwrap();
     assert!(read_until(&mut ws, "boxed-42").await.1.is_none());
+    let pids = super::leftovers::start_background(&server, &mut ws).await;
 
     // Nobody ends it: the sweep does, at the end of its minute.
     let closed = tokio::time::timeout(Duration::from_secs(150), async {
@@ -190,6 +192,7 @@ async fn a_one_minute_session_ends_on_time_with_everything_closed() {
         "the recording is final"
     );
     verified(&alice, &id).await;
+    super::leftovers::assert_debug_container_stopped(&alice, &ns, &id, &pids).await;
     let cp = ControlPlane::shared().await.unwrap();
     let grants: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
         Api::namespaced(cp.client(Identity::Admin).await.unwrap(), &ns);

@@ -5,14 +5,18 @@
 use breakglass_shared::{Mode, Session, Tier};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::RoleBinding;
+use std::time::Duration;
+
+use breakglass_shared::terminal::END_SIZE;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::wait::await_condition;
 use kube::Api;
 use uuid::Uuid;
 
 use super::error::{gone_is_ok, retry, STEP_BUDGET};
 use super::objects::*;
 use super::Clusters;
-use crate::ports::{CleanupStep, ClusterError, ProgressSink};
+use crate::ports::{CleanupStep, ClusterError, ClusterOps, ProgressSink};
 
 impl Clusters {
     pub(super) async fn cleanup_inner(
@@ -32,7 +36,9 @@ impl Clusters {
             }
             Mode::Live => {
                 let tier = self.env(env)?.tier;
-                clean_live_pod(&pods, env, tier, s, progress).await?;
+                if let Some(pod) = clean_live_pod(&pods, env, tier, s, progress).await? {
+                    self.stop_debug_container(s, &pods, &pod, progress).await;
+                }
             }
         }
         let rbs: Api<RoleBinding> = Api::namespaced(client, &s.namespace);
@@ -49,21 +55,75 @@ impl Clusters {
     }
 }
 
+/// How long the cleanup waits for a debug container asked to stop: its entrypoint looks
+/// once a second.
+const STOP_WAIT: Duration = Duration::from_secs(15);
+
+impl Clusters {
+    /// Stops the debug container of a pod that stays: Kubernetes cannot remove an ephemeral
+    /// container, but the container ends, and every process in it, when its entrypoint sees
+    /// the terminal at [`END_SIZE`] (set here through an attach of its own). Waits, bounded,
+    /// for the pod's status to say so; either outcome goes on the audit trail, and a failure
+    /// does not stop the rest of the cleanup.
+    async fn stop_debug_container(
+        &self,
+        s: &Session,
+        pods: &Api<Pod>,
+        pod: &Pod,
+        progress: &dyn ProgressSink,
+    ) {
+        let container = debug_container_name(s);
+        if !container_running(pod, &container) {
+            return;
+        }
+        let stopped = async {
+            let mut attached = self.attach(s).await.map_err(|e| e.to_string())?;
+            attached
+                .resize(END_SIZE.0, END_SIZE.1)
+                .await
+                .map_err(|e| e.to_string())?;
+            let name = container.clone();
+            let ended = move |p: Option<&Pod>| p.is_none_or(|p| !container_running(p, &name));
+            match tokio::time::timeout(STOP_WAIT, await_condition(pods.clone(), &s.pod, ended))
+                .await
+            {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(format!("watching the pod failed: {e}")),
+                Err(_) => Err(format!(
+                    "it did not end within {} s of being asked",
+                    STOP_WAIT.as_secs()
+                )),
+            }
+        }
+        .await;
+        let step_done = match stopped {
+            Ok(()) => CleanupStep::DebugContainerStopped { container },
+            Err(why) => {
+                tracing::warn!(id = %s.id, %container, %why, "debug container left running");
+                CleanupStep::DebugContainerLeftRunning { container, why }
+            }
+        };
+        step(progress, step_done).await;
+    }
+}
+
 /// Live mode: recycles or keeps the debugged pod (it carries the debug container), then
-/// removes the annotation from a pod that stays.
+/// removes the annotation from a pod that stays. The pod, when it stays with the debug
+/// container in it.
 async fn clean_live_pod(
     pods: &Api<Pod>,
     env: &str,
     tier: Tier,
     s: &Session,
     progress: &dyn ProgressSink,
-) -> Result<(), ClusterError> {
+) -> Result<Option<Pod>, ClusterError> {
     let pod = pods
         .get_opt(&s.pod)
         .await
         .map_err(|e| ClusterError::from_kube(env, "read the pod", e))?;
-    let Some(pod) = pod else { return Ok(()) };
-    let deleted = if has_ephemeral(&pod, &debug_container_name(s)) {
+    let Some(pod) = pod else { return Ok(None) };
+    let debugged = has_ephemeral(&pod, &debug_container_name(s));
+    let deleted = if debugged {
         recycle_or_keep(pods, env, tier, s, &pod, progress).await?
     } else {
         false
@@ -80,7 +140,7 @@ async fn clean_live_pod(
     {
         step(progress, CleanupStep::AnnotationRemoved).await;
     }
-    Ok(())
+    Ok((debugged && !deleted).then_some(pod))
 }
 
 /// Applies the tier rule to the debugged pod: true when it was deleted (its controller makes

@@ -109,13 +109,61 @@ fn debug_security_context(process_access: bool) -> SecurityContext {
     }
 }
 
-/// The env var naming the session, which the policies match against the container's name.
+/// The env var with the session's deadline (Unix seconds), at which the debug container's
+/// entrypoint ends it.
+pub const DEADLINE_ENV: &str = "BREAKGLASS_DEADLINE";
+
+/// How long after its time box a debug container ends by itself: the box starts once the
+/// container runs (a little after its deadline is written), and the server ends it explicitly
+/// at the box's end; this is the backstop for when the server cannot.
+const DEADLINE_GRACE_SECONDS: i64 = 60;
+
+/// What a debug container runs (`/bin/sh -c` this, in the debug image and on the test node
+/// alike). The interactive shell is the container's main process, so the container ends when
+/// it does; beside it, a watcher ends it at the session's deadline, or as soon as the
+/// terminal's size is [`breakglass_shared::terminal::END_SIZE`] (the server sets it through
+/// the attach when the session ends). Kubernetes then stops every process left in the
+/// container, so nothing started during the session outlives it. The watcher is a
+/// safeguard against what is left running by accident, not against a person who means to
+/// stay (they could stop it): against that, the session page says what remains, and the tier
+/// allows a recycle.
+///
+/// The watcher costs two short processes a second (`sleep`, `stty`); the clock is read once.
+// The watcher's copy of the terminal is made before it is started: a shell gives a job in the
+// background /dev/null as its input before any redirection of the job's own.
+pub const DEBUG_ENTRYPOINT: &str = r#"exec 3<&0
+(
+  left=$(( ${BREAKGLASS_DEADLINE:-0} - $(date +%s) ))
+  while [ "$left" -gt 0 ] && [ "$(stty size <&3 2>/dev/null)" != "1 1" ]; do
+    sleep 1
+    left=$((left - 1))
+  done
+  kill -KILL $$
+) </dev/null >/dev/null 2>&1 &
+exec /bin/sh -i 3<&-"#;
+
+fn debug_command() -> Option<Vec<String>> {
+    Some(vec!["/bin/sh".into(), "-c".into(), DEBUG_ENTRYPOINT.into()])
+}
+
+/// The env vars of the debug container: the session (which the policies match against the
+/// container's name) and its deadline.
 fn session_env(s: &Session) -> Option<Vec<EnvVar>> {
-    Some(vec![EnvVar {
-        name: SESSION_ENV.into(),
-        value: Some(s.id.to_string()),
-        value_from: None,
-    }])
+    let from = s.activating_at.unwrap_or(s.created_at);
+    let deadline =
+        from.unix_timestamp() + i64::from(s.duration_minutes) * 60 + DEADLINE_GRACE_SECONDS;
+    Some(vec![
+        EnvVar {
+            name: SESSION_ENV.into(),
+            value: Some(s.id.to_string()),
+            value_from: None,
+        },
+        EnvVar {
+            name: DEADLINE_ENV.into(),
+            value: Some(deadline.to_string()),
+            value_from: None,
+        },
+    ])
 }
 
 /// The ephemeral debug container (live mode).
@@ -125,6 +173,7 @@ pub fn ephemeral_container(s: &Session, image: &str) -> EphemeralContainer {
         image: Some(image.into()),
         stdin: Some(true),
         tty: Some(true),
+        command: debug_command(),
         env: session_env(s),
         target_container_name: s.target_container.clone(),
         security_context: Some(debug_security_context(s.target_container.is_some())),
@@ -163,6 +212,7 @@ pub fn copy_pod(s: &Session, original: &Pod, image: &str) -> Pod {
         image: Some(image.into()),
         stdin: Some(true),
         tty: Some(true),
+        command: debug_command(),
         env: session_env(s),
         security_context: Some(debug_security_context(s.target_container.is_some())),
         ..Default::default()
@@ -300,6 +350,14 @@ pub fn container_terminated(p: &Pod, name: &str) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_entrypoint_ends_at_the_end_size_the_server_sets() {
+        let (cols, rows) = breakglass_shared::terminal::END_SIZE;
+        // `stty size` says rows, then columns.
+        assert!(DEBUG_ENTRYPOINT.contains(&format!("!= \"{rows} {cols}\"")));
+        assert!(DEBUG_ENTRYPOINT.contains(DEADLINE_ENV));
+    }
     use breakglass_shared::session::NewSession;
     use breakglass_shared::Mode;
     use uuid::Uuid;

@@ -1,0 +1,98 @@
+//! Nothing outlives its session: the end of a session stops its debug container (which stays in
+//! the pod's spec, terminated) and every process started in it, whether the session was ended
+//! or its time ran out.
+
+use super::*;
+
+/// Starts two background processes in the session's shell, one of them deaf to hangups, and
+/// returns their process ids (the test node runs each container as processes of this machine).
+pub(crate) async fn start_background(server: &ServerProcess, ws: &mut Ws) -> Vec<u32> {
+    let keys =
+        b"sleep 600 & a=$!; nohup sleep 601 >/dev/null 2>&1 & echo \"pids $a $! end$((6*7))\"\r";
+    ws.send(Message::Binary(Frame::Data(keys).encode().into()))
+        .await
+        .unwrap();
+    let (seen, closed) = read_until(ws, "end42").await;
+    assert!(
+        closed.is_none(),
+        "{closed:?} {seen:?}\n{}",
+        server.log_text()
+    );
+    // The echo of the command line says `pids $a $!`; the output has the numbers.
+    // The shell may print its prompt first on the same line.
+    let line = seen
+        .split(['\r', '\n'])
+        .filter_map(|l| l.rsplit_once("pids ").map(|(_, rest)| rest))
+        .find(|rest| rest.ends_with("end42"))
+        .unwrap_or_else(|| panic!("no pids in {seen:?}"));
+    let pids: Vec<u32> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 2, "{line:?}");
+    for pid in &pids {
+        assert!(alive(*pid), "process {pid} did not start");
+    }
+    pids
+}
+
+/// Whether process `pid` runs (a zombie does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+/// Waits until the pod's status says session `id`'s debug container terminated, then checks
+/// that none of `pids` is left and that the audit trail says the container was stopped.
+pub(crate) async fn assert_debug_container_stopped(
+    who: &ApiClient,
+    ns: &str,
+    id: &str,
+    pids: &[u32],
+) {
+    let container = format!("debug-{}", &id[id.len() - 8..]);
+    let cp = ControlPlane::shared().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cp.client(Identity::Admin).await.unwrap(), ns);
+    breakglass_e2e::wait_until(
+        &format!("{container} terminated in the pod's status"),
+        Duration::from_secs(30),
+        || {
+            let (pods, container) = (pods.clone(), container.clone());
+            async move {
+                let pod = pods.get("shell").await?;
+                let terminated = pod
+                    .status
+                    .and_then(|s| s.ephemeral_container_statuses)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|c| c.name == container)
+                    .and_then(|c| c.state)
+                    .is_some_and(|s| s.terminated.is_some());
+                Ok(terminated.then_some(()))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    for pid in pids {
+        assert!(
+            !alive(*pid),
+            "process {pid}, started in the session, outlived it"
+        );
+    }
+    let d = who.session(id).await.unwrap();
+    assert!(
+        d.to_string()
+            .contains(&format!("stopped debug container {container}")),
+        "the audit trail says the container was stopped: {d}"
+    );
+}
+
+/// End stops the debug container and what was started in it, even in the background.
+#[tokio::test]
+async fn ending_a_session_stops_its_debug_container_and_its_background_processes() {
+    let (server, alice, id, _dir, ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    let pids = start_background(&server, &mut ws).await;
+    end_and_wait(&alice, &id).await;
+    assert_debug_container_stopped(&alice, &ns, &id, &pids).await;
+}
