@@ -89,6 +89,7 @@ pub async fn end_session(b: &Browser) -> anyhow::Result<()> {
         focused.as_str() == Some("cancel-confirm"),
         "the End confirmation does not hold the focus on Cancel (focus: {focused})"
     );
+    b.assert_accessible("end-confirmation").await?;
     b.click("[data-testid=session-panel] [data-action=confirm]")
         .await?;
     b.wait_for_within(

@@ -136,7 +136,7 @@ impl From<crate::lifecycle::Error> for ApiError {
             Error::Conflict(state) => ApiError::conflict(state),
             Error::Store(e) => e.into(),
             Error::Cluster(e) => ApiError::new(ErrorCode::Unavailable, e.to_string()),
-            Error::Invalid(e) => ApiError::invalid(e.field, e.message),
+            Error::Invalid(e) => e.into(),
         }
     }
 }

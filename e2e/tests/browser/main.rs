@@ -302,6 +302,7 @@ async fn review_the_ended_session(
     carol
         .wait_text("#review-notes-error", "required for a concern")
         .await?;
+    carol.assert_accessible("review-form-refused").await?;
     ensure!(
         !absent(carol, "form.review-form").await?,
         "a refused review keeps its form"
@@ -432,6 +433,7 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
         alice
             .wait_text("[data-testid=pod-not-found]", "Pod not found")
             .await?;
+        alice.check_page("19-pod-not-found").await?;
         ensure!(
             absent(&alice, "[data-testid=debug-form]").await?,
             "no request form for a pod the cluster does not list"

@@ -199,6 +199,7 @@ pub(crate) async fn flow(server: &WebServer) -> anyhow::Result<()> {
         )
         .await?;
     alice.wait_for("[data-testid=debug-form]").await?;
+    alice.check_page("09c-last-refused").await?;
 
     // bob types a deny reason while carol approves the same request: his form stays, says who
     // decided and when, and keeps his text.

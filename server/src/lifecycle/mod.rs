@@ -202,7 +202,7 @@ impl Lifecycle {
             return Err(FieldError::new(
                 "pod",
                 format!(
-                    "pod: the cluster of {} lists no pod `{}` in namespace `{}`; pick one from the \
+                    "the cluster of {} lists no pod `{}` in namespace `{}`; pick one from the \
                      namespace's pod list",
                     req.environment, req.pod, req.namespace
                 ),
@@ -213,7 +213,7 @@ impl Lifecycle {
             Some(c) if !containers.contains(c) => Err(FieldError::new(
                 "target_container",
                 format!(
-                    "target_container: pod `{}` has no container `{c}`; it has {}",
+                    "pod `{}` has no container `{c}`; it has {}",
                     req.pod,
                     containers.join(", ")
                 ),
