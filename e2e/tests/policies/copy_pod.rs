@@ -187,7 +187,17 @@ async fn copy_pod_rule_admits_only_hardened_labelled_copies() -> anyhow::Result<
     let debug_name = format!("debug-{}", short(&session));
     wait_for_container_running(&pods, &name, &debug_name, WAIT).await?;
     attach_echo(&pods, &name, &debug_name).await?;
-    refused_now("deleting the original pod", "breakglass-delete: the server may delete only a pod carrying a debug-* container or a copy pod", pods.delete("web", &DeleteParams { dry_run: true, ..DeleteParams::default() })).await?;
+    // Nothing earlier in this test waited for breakglass-delete to be in effect: wait here.
+    let dry_delete = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    refused(
+        "deleting the original pod",
+        "breakglass-delete: the server may delete only a pod carrying a debug-* container or a copy pod",
+        || pods.delete("web", &dry_delete),
+    )
+    .await?;
     pods.delete(&name, &DeleteParams::default())
         .await
         .context("deleting the copy pod")?;
