@@ -34,6 +34,7 @@ pub mod apply;
 pub mod bench;
 pub mod browser;
 pub mod browser_a11y;
+pub mod browser_pixels;
 mod controlplane;
 pub mod flows;
 pub mod hydra;

@@ -138,6 +138,10 @@ impl Terminal {
         set(&opts, "disableStdin", o.read_only);
         set(&opts, "scrollback", o.scrollback);
         set(&opts, "fontSize", 14);
+        // A row a fifth taller than the font: at 1.0, DejaVu Sans Mono (what Debian and Ubuntu
+        // fall back to) is cut at the row's bottom at a device pixel ratio of 1, and with it
+        // underscores.
+        set(&opts, "lineHeight", 1.2);
         set(
             &opts,
             "fontFamily",

@@ -1,6 +1,10 @@
 //! The session's terminal: xterm.js attached to the relay's WebSocket with binary frames
 //! (`shared::terminal`), fitted to its box, resize frames on every size change, a heartbeat, and
 //! reconnection with backoff after a network blip while the session is active.
+//!
+//! The box takes the window's free height below its top (all of the window in full screen), so
+//! the prompt on the bottom row is on screen without scrolling; the page's layout and the
+//! window are watched, and each new size reaches the pod as a resize frame.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -22,6 +26,12 @@ use crate::xterm;
 
 /// Seconds between heartbeats sent to the relay.
 const HEARTBEAT: Duration = Duration::from_secs(20);
+
+/// Space kept below the box when it is sized to the window, in CSS pixels.
+const BOTTOM_GAP: f64 = 16.0;
+
+/// The smallest box, in CSS pixels (about a dozen rows): below that the page scrolls instead.
+const MIN_BOX: f64 = 220.0;
 
 /// What to do after the socket closed with `code`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +75,14 @@ type JsHandler = Closure<dyn FnMut(JsValue)>;
 
 /// Everything that must live as long as the terminal, freed on unmount.
 struct Inner {
+    /// Where xterm is opened (its size is what the fit addon fills).
     el: web_sys::Element,
+    /// The box around it, sized to the window.
+    bx: web_sys::HtmlElement,
+    /// Full screen: the box fills the window.
+    full: Cell<bool>,
+    /// The window's `resize` listener, removed on unmount.
+    on_window: RefCell<Option<JsHandler>>,
     term: xterm::Terminal,
     fit: xterm::FitAddon,
     ws: RefCell<Option<web_sys::WebSocket>>,
@@ -74,7 +91,7 @@ struct Inner {
     stopped: Cell<bool>,
     keep: RefCell<Vec<Box<dyn std::any::Any>>>,
     subs: RefCell<Vec<xterm::Disposable>>,
-    observer: RefCell<Option<web_sys::ResizeObserver>>,
+    observers: RefCell<Vec<web_sys::ResizeObserver>>,
 }
 
 impl Inner {
@@ -96,11 +113,52 @@ impl Inner {
         self.ws_handlers.borrow_mut().clear();
     }
 
+    /// Gives the box the window's free height below its top (below the status line in full
+    /// screen, where the box's top is the window's).
+    fn size_box(&self) {
+        let Some(w) = web_sys::window() else { return };
+        let window_height = w
+            .inner_height()
+            .ok()
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0);
+        let scrolled = if self.full.get() {
+            0.0
+        } else {
+            w.scroll_y().unwrap_or(0.0)
+        };
+        let top = self.bx.get_bounding_client_rect().top() + scrolled;
+        let height = format!(
+            "{}px",
+            (window_height - top - BOTTOM_GAP).max(MIN_BOX).floor()
+        );
+        let style = self.bx.style();
+        if style.get_property_value("height").ok().as_deref() != Some(height.as_str()) {
+            let _ = style.set_property("height", &height);
+        }
+    }
+
+    /// Scrolls the page so the box's bottom (the prompt) is in the window, when it is not.
+    fn reveal(&self) {
+        let Some(w) = web_sys::window() else { return };
+        let window_height = w
+            .inner_height()
+            .ok()
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0);
+        if self.bx.get_bounding_client_rect().bottom() > window_height {
+            self.bx.scroll_into_view_with_bool(false);
+        }
+    }
+
     fn dispose(&self) {
         self.stopped.set(true);
         self.close_socket();
-        if let Some(o) = self.observer.borrow_mut().take() {
+        for o in self.observers.borrow_mut().drain(..) {
             o.disconnect();
+        }
+        if let (Some(w), Some(f)) = (web_sys::window(), self.on_window.borrow_mut().take()) {
+            let _ = w.remove_event_listener_with_callback("resize", f.as_ref().unchecked_ref());
         }
         for s in self.subs.borrow_mut().drain(..) {
             s.dispose();
@@ -127,9 +185,11 @@ pub fn Terminal(
     let server_status = RwSignal::new(None::<String>);
     // The reader put the end note away to see the whole screen.
     let overlay_closed = RwSignal::new(false);
+    let full = RwSignal::new(false);
     let holder: SendWrapper<Rc<RefCell<Option<Rc<Inner>>>>> =
         SendWrapper::new(Rc::new(RefCell::new(None)));
     let node = NodeRef::<Div>::new();
+    let box_node = NodeRef::<Div>::new();
 
     let h = holder.clone();
     node.on_load(move |el| {
@@ -139,7 +199,10 @@ pub fn Terminal(
                 conn.set(Conn::Failed(e));
                 return;
             }
-            let inner = Rc::new(mount(&el));
+            let Some(bx) = box_node.get_untracked() else {
+                return;
+            };
+            let inner = Rc::new(mount(&el, bx.into()));
             *h.borrow_mut() = Some(inner.clone());
             connect(inner, session_id, conn, server_status, active);
         });
@@ -157,6 +220,26 @@ pub fn Terminal(
         }
     });
 
+    // Full screen on and off: the box is sized again (once the class is applied) and keeps
+    // the keyboard. Escape stays with the terminal (editors use it); the button leaves.
+    let h = holder.clone();
+    Effect::new(move |prev: Option<bool>| {
+        let now = full.get();
+        if prev.is_some_and(|p| p != now) {
+            if let Some(inner) = h.borrow().as_ref() {
+                inner.full.set(now);
+                let i = Rc::downgrade(inner);
+                request_animation_frame(move || {
+                    if let Some(i) = i.upgrade() {
+                        i.size_box();
+                        i.term.focus();
+                    }
+                });
+            }
+        }
+        now
+    });
+
     let h = holder;
     on_cleanup(move || {
         if let Some(inner) = h.borrow_mut().take() {
@@ -165,7 +248,8 @@ pub fn Terminal(
     });
 
     view! {
-        <div class="terminal-wrap" data-testid="terminal">
+        <div class=move || if full.get() { "terminal-wrap term-full" } else { "terminal-wrap" } data-testid="terminal">
+            <div class="terminal-bar">
             <div class="terminal-status" role="status" aria-live="polite">
                 {dynv(move || match conn.get() {
                     Conn::Loading => "Loading the terminal…".to_string(),
@@ -177,6 +261,10 @@ pub fn Terminal(
                 })}
                 {dynv(move || server_status.get().filter(|_| ended.with(Option::is_none)).map(|m| view! { <span class="muted">" · " {m}</span> }))}
             </div>
+            <button type="button" class="term-full-toggle" data-testid="terminal-full-screen"
+                aria-pressed=move || if full.get() { "true" } else { "false" }
+                on:click=move |_| full.update(|f| *f = !*f)>"Full screen"</button>
+            </div>
             {dynv(move || ended.get().filter(|_| !overlay_closed.get()).map(|why| view! {
                 <div class="term-overlay" role="status" data-testid="terminal-ended">
                     <strong>"This session is over. "</strong> {why} " "
@@ -185,13 +273,15 @@ pub fn Terminal(
                         on:click=move |_| overlay_closed.set(true)>"Hide"</button>
                 </div>
             }))}
-            <div class="term-box" node_ref=node aria-label="Terminal"></div>
+            <div class="term-box" node_ref=box_node>
+                <div class="term-screen" node_ref=node aria-label="Terminal"></div>
+            </div>
         </div>
     }
 }
 
-/// Creates the xterm in `el`, fits it, and wires input, resizes and the resize observer.
-fn mount(el: &web_sys::HtmlDivElement) -> Inner {
+/// Creates the xterm in `el` (inside the box `bx`), sizes the box and fits the terminal to it.
+fn mount(el: &web_sys::HtmlDivElement, bx: web_sys::HtmlElement) -> Inner {
     let term = xterm::Terminal::create(&xterm::Options {
         read_only: false,
         size: None,
@@ -199,9 +289,11 @@ fn mount(el: &web_sys::HtmlDivElement) -> Inner {
     });
     let fit = term.fit_addon();
     term.open(el);
-    fit.fit();
-    Inner {
+    let inner = Inner {
         el: el.clone().into(),
+        bx,
+        full: Cell::new(false),
+        on_window: RefCell::new(None),
         term,
         fit,
         ws: RefCell::new(None),
@@ -210,8 +302,11 @@ fn mount(el: &web_sys::HtmlDivElement) -> Inner {
         stopped: Cell::new(false),
         keep: RefCell::new(vec![]),
         subs: RefCell::new(vec![]),
-        observer: RefCell::new(None),
-    }
+        observers: RefCell::new(vec![]),
+    };
+    inner.size_box();
+    inner.fit.fit();
+    inner
 }
 
 /// Wires input, resize and the socket (called once after [`mount`]).
@@ -246,18 +341,47 @@ fn connect(
     inner.keep.borrow_mut().push(Box::new(on_data));
     inner.keep.borrow_mut().push(Box::new(on_resize));
 
-    // Fit to the box whenever it changes size (window resize, layout changes).
+    // Fit to the box whenever it changes size.
     let i = Rc::downgrade(&inner);
     let on_box = Closure::<dyn FnMut(JsValue)>::new(move |_| {
         if let Some(i) = i.upgrade() {
             i.fit.fit();
         }
     });
-    if let Ok(observer) = web_sys::ResizeObserver::new(on_box.as_ref().unchecked_ref()) {
-        observer.observe(&inner.el);
-        *inner.observer.borrow_mut() = Some(observer);
+    // Size the box again when the window or the page's layout above it changes (a frame
+    // later: sizing inside a resize observer's callback would be seen as a loop).
+    let i = Rc::downgrade(&inner);
+    let relayout = Closure::<dyn FnMut(JsValue)>::new(move |_| {
+        let i = i.clone();
+        request_animation_frame(move || {
+            if let Some(i) = i.upgrade() {
+                i.size_box();
+            }
+        });
+    });
+    let observe = |cb: &JsHandler, target: Option<web_sys::Element>| {
+        let (Some(target), Ok(o)) = (
+            target,
+            web_sys::ResizeObserver::new(cb.as_ref().unchecked_ref()),
+        ) else {
+            return;
+        };
+        o.observe(&target);
+        inner.observers.borrow_mut().push(o);
+    };
+    observe(&on_box, Some(inner.el.clone()));
+    observe(
+        &relayout,
+        web_sys::window()
+            .and_then(|w| w.document())
+            .and_then(|d| d.body())
+            .map(Into::into),
+    );
+    if let Some(w) = web_sys::window() {
+        let _ = w.add_event_listener_with_callback("resize", relayout.as_ref().unchecked_ref());
     }
     inner.keep.borrow_mut().push(Box::new(on_box));
+    *inner.on_window.borrow_mut() = Some(relayout);
 
     // Heartbeat.
     let i = Rc::downgrade(&inner);
@@ -313,6 +437,7 @@ fn open_socket(
         conn.set(Conn::Connected);
         let (cols, rows) = (i.term.cols().max(1), i.term.rows().max(1));
         i.send(&Frame::Resize { cols, rows });
+        i.reveal();
         i.term.focus();
     });
     ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
