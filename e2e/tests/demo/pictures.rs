@@ -69,7 +69,7 @@ pub(crate) async fn try_this_in_the_browser(url: &str) -> anyhow::Result<()> {
     end_session(&alice).await?;
     let recording = attr_of(
         &alice,
-        "[data-testid=session-panel] .panel-actions a[href$='/recording']",
+        "[data-testid=session-panel] .panel-links a[href$='/recording']",
         "href",
     )
     .await?

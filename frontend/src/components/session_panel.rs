@@ -188,13 +188,21 @@ fn StateView(
         view! { <h3 id=head_id tabindex="-1" data-testid="session-headline">{headline}</h3> }
             .into_any()
     };
+    // Navigation sits by the headline, away from the buttons that change the session: End is
+    // never one slip of the pointer from a link.
+    let links = (s.active_at.is_some() || !on_session_page).then(|| {
+        view! {
+            <nav class="panel-links" aria-label="This session's pages">
+                {s.active_at.is_some().then(|| view! {
+                    <a href=links::recording(id, None)>"Recording"</a>
+                })}
+                {(!on_session_page).then(|| view! { <a href=links::session(id)>"Session page"</a> })}
+            </nav>
+        }
+    });
     let actions = view! {
         <div class="panel-actions">
             <SessionActions session=session with_end=true/>
-            {s.active_at.is_some().then(|| view! {
-                <a class="button-link" href=links::recording(id, None)>"Recording"</a>
-            })}
-            {(!on_session_page).then(|| view! { <a class="button-link" href=links::session(id)>"Session page"</a> })}
         </div>
     };
     let (in_head, below) = if active {
@@ -205,6 +213,7 @@ fn StateView(
     view! {
         <header class="panel-head">
             {heading}
+            {links}
             {(s.state == SessionState::Active).then_some(s.expires_at).flatten().map(|until| view! { <TimeLeft until=until/> })}
             {in_head}
         </header>
@@ -274,6 +283,9 @@ fn Facts(
             })}
             {s.approver.clone().filter(|_| s.state != SessionState::Denied).map(|a| view! { <dt>"Approved by"</dt><dd>{a}</dd> })}
             {s.glass_broken_by.clone().map(|a| view! { <dt>"Glass broken by"</dt><dd><span class="glass">{a}</span></dd> })}
+            {s.review_deadline().map(|by| view! {
+                <dt>"Review"</dt><dd><crate::components::session_list::ReviewDeadline by=by/></dd>
+            })}
             {s.review.clone().map(|r| view! {
                 <dt>"Review"</dt><dd data-testid="session-review" tabindex="-1">{crate::format::review_sentence(&r.reviewer, r.verdict)}{(!r.notes.is_empty()).then(|| format!(": “{}”", r.notes))}</dd>
             })}
