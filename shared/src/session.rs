@@ -203,7 +203,19 @@ impl Session {
             && SessionState::REVIEWABLE.contains(&self.state)
             && self.review.is_none()
     }
+
+    /// When the review of a session that [needs one](Session::review_due) is due:
+    /// [`REVIEW_WITHIN`] after its end. `None` when no review is due.
+    pub fn review_deadline(&self) -> Option<OffsetDateTime> {
+        self.finished_at
+            .filter(|_| self.review_due())
+            .map(|at| at + REVIEW_WITHIN)
+    }
 }
+
+/// How long after its end a glass-broken session is to be reviewed: a week, while the people
+/// involved still remember why they broke the glass.
+pub const REVIEW_WITHIN: time::Duration = time::Duration::days(7);
 
 /// See [`Session::short_id`].
 pub fn short_id(id: &Uuid) -> String {

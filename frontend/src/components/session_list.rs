@@ -46,6 +46,7 @@ pub fn SessionRow(
                 {s.glass_broken_by.clone().map(|by| view! {
                     <span class="glass" title=format!("glass broken by {by}")>"glass broken"</span>
                 })}
+                {s.review_deadline().map(|by| view! { <ReviewDeadline by=by/> })}
                 {s.review.as_ref().map(|r| view! {
                     <span class="muted" title=r.notes.clone()>{format!("reviewed: {}", crate::format::verdict_label(r.verdict))}</span>
                 })}
@@ -56,6 +57,22 @@ pub fn SessionRow(
             {with_reason.then(|| view! { <p class="sr-reason">{s.reason.clone()}</p> })}
             {actions.then(|| view! { <SessionActions session=session with_end=true/> })}
         </li>
+    }
+}
+
+/// When a session's review is due, in UTC, marked once it is overdue.
+#[component]
+pub fn ReviewDeadline(
+    /// The deadline ([`Session::review_deadline`]).
+    by: time::OffsetDateTime,
+) -> impl IntoView {
+    let overdue = by.unix_timestamp() < (js_sys::Date::now() / 1000.0) as i64;
+    let stamp = crate::format::timestamp(by);
+    view! {
+        <span class=if overdue { "review-deadline overdue" } else { "review-deadline" } data-testid="review-deadline">
+            {if overdue { "review overdue since " } else { "review due by " }}
+            <time datetime=stamp.clone()>{stamp.clone()}</time>
+        </span>
     }
 }
 

@@ -6,7 +6,7 @@ use crate::api::links;
 use crate::auth::use_auth;
 use crate::components::common::dynv;
 use crate::components::queue_strip::QueueStrip;
-use crate::components::session_card::ActiveSessions;
+use crate::components::session_card::{ActiveSessions, ReviewsDue};
 use crate::live::{use_clock, use_live, StreamStatus};
 use crate::title::set_title;
 
@@ -37,6 +37,7 @@ pub fn OpsWall() -> impl IntoView {
             <div class="wall-grid">
                 <QueueStrip big=true/>
                 <ActiveSessions show_env=true big=true title="In progress"/>
+                <ReviewsDue show_env=true hide_empty=true/>
             </div>
         </div>
     }

@@ -231,6 +231,8 @@ fn review_rules() {
     let mut s = session_in(SessionState::Ended, Tier::Flight);
     s.glass_broken_by = Some("alice".into());
     assert!(s.review_due());
+    s.finished_at = Some(NOW);
+    assert_eq!(s.review_deadline(), Some(NOW + time::Duration::days(7)));
     assert_eq!(
         s.review("alice", &PermissionSet::ALL, Verdict::Ok, "", NOW),
         Err(ReviewError::OwnSession)
@@ -243,6 +245,7 @@ fn review_rules() {
         .review("bob", &PermissionSet::ALL, Verdict::Concern, "odd", NOW)
         .unwrap();
     assert!(!r.review_due());
+    assert_eq!(r.review_deadline(), None, "reviewed: nothing is due");
     assert!(matches!(
         r.review("carol", &PermissionSet::ALL, Verdict::Ok, "", NOW),
         Err(ReviewError::AlreadyReviewed(_))
