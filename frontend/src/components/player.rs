@@ -12,6 +12,7 @@ mod search;
 mod state;
 mod timeline;
 mod transport;
+pub mod watched;
 
 use leptos::prelude::*;
 use uuid::Uuid;
@@ -38,7 +39,7 @@ pub fn Player(
     #[prop(optional)]
     start: Option<f64>,
 ) -> impl IntoView {
-    let player = PlayerState::new();
+    let player = PlayerState::new(id);
     let search = Search::new(player);
     let verify = fetch(move || async move { api::verify_recording(id).await });
     keys::shortcuts(player, search);

@@ -123,7 +123,7 @@ fn ReviewForm(
     view! {
         <form class="card review-form" on:submit=submit aria-labelledby="review-title">
             <h2 id="review-title">"Review"</h2>
-            <p class="muted">"Watch the recording, then record what you found."</p>
+            <Watched id=id/>
             <fieldset class="field" aria-invalid=invalid("verdict")
                 aria-describedby=move || error_on("verdict")().map(|_| "review-verdict-error")>
                 <legend>"Verdict"</legend>
@@ -142,5 +142,34 @@ fn ReviewForm(
             {dynv(move || error_on("notes")().map(|(_, m)| view! { <p class="field-error" id="review-notes-error" role="alert">{m}</p> }))}
             <button type="submit" class="primary" disabled=busy>"Record review"</button>
         </form>
+    }
+}
+
+/// Whether the reviewer has played the recording in this browser, and how much of it, with a
+/// link to it: a verdict on a recording nobody watched is worth little.
+#[component]
+fn Watched(
+    /// The session.
+    id: Uuid,
+) -> impl IntoView {
+    let seen = crate::components::player::watched::load(id).filter(|w| w.seconds() > 0.0);
+    let sentence = match &seen {
+        None => "You have not played the recording in this browser yet: watch it, then record what you found.".to_string(),
+        Some(w) => format!(
+            "You have played {}% of the recording in this browser ({} of {}).",
+            (w.share() * 100.0).floor(),
+            crate::format::clock(w.seconds()),
+            crate::format::clock(w.total)
+        ),
+    };
+    let class = if seen.as_ref().is_some_and(|w| w.share() >= 0.99) {
+        "watched watched-all"
+    } else {
+        "watched watched-part"
+    };
+    view! {
+        <p class=class data-testid="review-watched">
+            {sentence} " " <a href=api::links::recording(id, None)>"Open the recording"</a>
+        </p>
     }
 }

@@ -8,6 +8,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
+use super::watched::{self, Watched};
 use super::DEFAULT_IDLE_CAP;
 use crate::api::ApiError;
 use crate::cast::{CastIndex, Op, Timeline, KEYFRAME_BYTES};
@@ -145,11 +146,16 @@ pub struct PlayerState {
     deck: StoredValue<Option<Deck>, LocalStorage>,
     /// Bumped to stop the running play loop.
     loop_gen: StoredValue<u64>,
+    /// The session, whose watched parts are kept for its review form.
+    id: uuid::Uuid,
+    /// What was played of it (also in earlier visits), and the recording second last saved.
+    watched: StoredValue<(Watched, f64)>,
 }
 
 impl PlayerState {
-    /// A player with nothing loaded; its terminal is freed with the current owner.
-    pub fn new() -> PlayerState {
+    /// A player of session `id`'s recording with nothing loaded; its terminal is freed with
+    /// the current owner.
+    pub fn new(id: uuid::Uuid) -> PlayerState {
         let index = RwSignal::new(None::<CastIndex>);
         let cap = RwSignal::new(DEFAULT_IDLE_CAP);
         let timeline = Memo::new(move |_| {
@@ -170,6 +176,8 @@ impl PlayerState {
             speed: RwSignal::new(1.0),
             deck: StoredValue::new_local(None),
             loop_gen: StoredValue::new(0),
+            id,
+            watched: StoredValue::new((watched::load(id).unwrap_or_default(), 0.0)),
         };
         on_cleanup(move || {
             state.loop_gen.try_update_value(|g| *g += 1);
@@ -294,6 +302,11 @@ impl PlayerState {
             self.timeline
                 .with_untracked(|tl| tl.as_ref().map_or(0.0, |tl| tl.player_time(raw)))
         });
+        let total = self.duration_untracked();
+        let total = self
+            .timeline
+            .with_untracked(|tl| tl.as_ref().map_or(0.0, |tl| tl.raw_time(total)));
+        self.watched.update_value(|(w, _)| w.total = total);
         self.phase.set(Phase::Ready);
         self.seek(t0);
     }
@@ -360,6 +373,16 @@ impl PlayerState {
     pub fn pause(&self) {
         self.playing.set(false);
         self.loop_gen.update_value(|g| *g += 1);
+        self.save_watched();
+    }
+
+    /// Keeps what was played for the review form.
+    fn save_watched(&self) {
+        let id = self.id;
+        self.watched.try_update_value(|(w, saved)| {
+            watched::save(id, w);
+            *saved = w.seconds();
+        });
     }
 
     /// Play or pause, whichever it is not doing.
@@ -413,7 +436,25 @@ impl PlayerState {
             .timeline
             .with_untracked(|tl| tl.as_ref().map_or(0, |tl| tl.upto(pos)));
         self.on_deck(|deck, index| deck.advance(index, upto));
+        let before = self.pos.get_untracked();
         self.pos.set(pos);
+        let raw = self.timeline.with_untracked(|tl| {
+            tl.as_ref()
+                .map(|tl| (tl.raw_time(before), tl.raw_time(pos)))
+        });
+        if let Some((from, to)) = raw {
+            // Saved about once a second of recording played, and at the end.
+            let due = self
+                .watched
+                .try_update_value(|(w, saved)| {
+                    w.add(from, to);
+                    w.seconds() - *saved >= 1.0 || pos >= duration
+                })
+                .unwrap_or(false);
+            if due {
+                self.save_watched();
+            }
+        }
         pos < duration
     }
 }
