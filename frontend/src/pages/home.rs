@@ -1,13 +1,16 @@
 //! `/`: the queue strip, the environments, and the user's own recent sessions.
 
 use breakglass_shared::api::ListQuery;
+use breakglass_shared::{Session, SessionState};
 use leptos::prelude::*;
 
 use crate::api::links;
 use crate::auth::use_auth;
 use crate::components::common::{dynv, ClusterLine, Empty, TierBadge};
 use crate::components::queue_strip::{live_list, ListStates, QueueStrip};
+use crate::components::session_card::ReviewsDue;
 use crate::components::session_list::SessionRows;
+use crate::format;
 use crate::title::set_title;
 
 /// The start page.
@@ -21,6 +24,7 @@ pub fn Home() -> impl IntoView {
         .with_untracked(|m| m.environments.iter().any(|e| e.permissions.approve));
     view! {
         <h1 class="sr-only">"Break-glass"</h1>
+        {approver.then(|| view! { <ApprovalsThatFailed/> })}
         {if approver {
             view! { <QueueStrip for_me=true title="Needs my decision"/> }.into_any()
         } else {
@@ -30,7 +34,52 @@ pub fn Home() -> impl IntoView {
             <Environments/>
             <MySessions/>
         </div>
+        {approver.then(|| view! { <ReviewsDue for_me=true show_env=true hide_empty=true card=true/> })}
         {approver.then(|| view! { <MyDecisions/> })}
+    }
+}
+
+/// The sessions the signed-in user approved that then failed to start, from the last day: the
+/// approver is told (the requester may be waiting on a terminal that will not come, and the
+/// failure may need someone with access to the cluster). Live: a failure shows up as it
+/// happens.
+#[component]
+fn ApprovalsThatFailed() -> impl IntoView {
+    let auth = use_auth();
+    let me = auth.user();
+    // Failed, or expired after the approval (the debug container did not start in time).
+    let did_not_start =
+        |s: &Session| matches!(s.state, SessionState::Failed | SessionState::Expired);
+    let list = live_list(
+        ListQuery {
+            approver: me.clone(),
+            limit: Some(20),
+            ..Default::default()
+        },
+        move |s| did_not_start(s) && me.is_some() && s.approver == me,
+    );
+    let since = (js_sys::Date::now() / 1000.0) as i64 - 24 * 3600;
+    let items = move || {
+        let mut v: Vec<_> = list
+            .get()
+            .and_then(Result::ok)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| s.decided_at.is_some() && s.approver.is_some() && did_not_start(s))
+            .filter(|s| s.finished_at.is_some_and(|at| at.unix_timestamp() > since))
+            .collect();
+        v.sort_by_key(|s| std::cmp::Reverse(s.finished_at));
+        v
+    };
+    view! {
+        <For each=items key=|s| (s.id, s.version) let:s>
+            <p class="notice notice-error" data-testid="approval-failed" data-session=s.id.to_string()>
+                <strong>{format!("The session you approved for {} did not start. ", s.requester)}</strong>
+                {format!("{}/{} in {} ({}): ", s.namespace, s.pod, s.environment, format::session_label(s.id))}
+                {format::outcome(&s)} " "
+                <a href=links::session(s.id)>"Open it"</a>
+            </p>
+        </For>
     }
 }
 
