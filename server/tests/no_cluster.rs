@@ -115,18 +115,18 @@ async fn a_configured_cluster_that_does_not_answer_says_so_with_the_fix() {
         .unwrap()
         .port();
     let s = common::server_on_cluster(&format!("https://127.0.0.1:{port}"), "").await;
-    let alice = s.login("alice").await;
+    // carol is an admin there (she may terminate and break the glass): she sees how the server
+    // reaches the cluster, the client's error and the fix.
+    let carol = s.login("carol").await;
     for _ in 0..2 {
         // The second look comes from the cache and says the same.
-        let whoami = s.send(&alice, Method::GET, WHOAMI, None).await.body;
+        let whoami = s.send(&carol, Method::GET, WHOAMI, None).await.body;
         let cluster = cluster_of(&whoami, "dev");
         assert_eq!(cluster["status"], "unreachable", "{cluster}");
+        let through = cluster["reached_through"].as_str().unwrap();
         assert!(
-            cluster["reached_through"]
-                .as_str()
-                .unwrap()
-                .contains("kubeconfig"),
-            "{cluster}"
+            through.contains("kubeconfig /"),
+            "an admin sees the kubeconfig's path: {cluster}"
         );
         assert!(!cluster["error"].as_str().unwrap().is_empty(), "{cluster}");
         assert!(
@@ -137,4 +137,28 @@ async fn a_configured_cluster_that_does_not_answer_says_so_with_the_fix() {
             "{cluster}"
         );
     }
+    // alice only requests: she learns that it does not answer and whom to ask, not the
+    // server's files or the cluster's address.
+    let alice = s.login("alice").await;
+    let whoami = s.send(&alice, Method::GET, WHOAMI, None).await.body;
+    let cluster = cluster_of(&whoami, "dev");
+    assert_eq!(cluster["status"], "unreachable", "{cluster}");
+    assert_eq!(cluster["reached_through"], "a kubeconfig", "{cluster}");
+    let text = cluster.to_string();
+    let tmp = std::env::temp_dir();
+    assert!(
+        !text.contains(tmp.to_string_lossy().as_ref()),
+        "a requester sees the server's files: {cluster}"
+    );
+    assert!(
+        !text.contains("127.0.0.1") && !text.contains(&port.to_string()),
+        "a requester sees the cluster's address: {cluster}"
+    );
+    assert!(
+        cluster["fix"]
+            .as_str()
+            .unwrap()
+            .contains("ask an administrator"),
+        "{cluster}"
+    );
 }

@@ -62,7 +62,23 @@ pub enum ClusterCredentials {
 }
 
 impl ClusterCredentials {
-    /// How the server reaches the cluster, for people (no secret in it).
+    /// How the server reaches the cluster, for people who are not its admins: the kind of
+    /// credentials, without the server's files or the cluster's address.
+    pub fn describe_briefly(&self) -> String {
+        match self {
+            ClusterCredentials::InCluster => "the server's in-cluster service account".into(),
+            ClusterCredentials::Kubeconfig { context, .. } => match context {
+                Some(c) => format!("a kubeconfig (context {c})"),
+                None => "a kubeconfig".into(),
+            },
+            ClusterCredentials::MintedToken { home, .. } => {
+                format!("tokens minted by `{home}`")
+            }
+        }
+    }
+
+    /// How the server reaches the cluster, for its admins (no secret in it, but the server's
+    /// file paths and the cluster's address: see [`ClusterCredentials::describe_briefly`]).
     pub fn describe(&self) -> String {
         match self {
             ClusterCredentials::InCluster => "the server's in-cluster service account".into(),

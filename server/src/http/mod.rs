@@ -237,16 +237,27 @@ async fn environments_for(
             tier: e.tier,
             permissions,
             durations: config.durations.for_tier(e.tier),
-            cluster: cluster_status(config, clusters, e).await,
+            // The server's file paths and the cluster's address are for those who run it.
+            cluster: cluster_status(
+                config,
+                clusters,
+                e,
+                permissions.terminate || permissions.self_approve,
+            )
+            .await,
         }
     }))
     .await
 }
 
+/// The cluster status shown to a user; `admin` (terminate or break the glass there) sees how
+/// the server reaches it and what its client said, everyone else what kind of credentials
+/// they are and whom to ask.
 async fn cluster_status(
     config: &Config,
     clusters: Option<&Arc<Clusters>>,
     e: &crate::config::Environment,
+    admin: bool,
 ) -> ClusterStatus {
     let Some(creds) = &e.cluster else {
         return if config.no_clusters {
@@ -257,14 +268,18 @@ async fn cluster_status(
             }
         };
     };
-    let reached_through = creds.describe();
+    let reached_through = if admin {
+        creds.describe()
+    } else {
+        creds.describe_briefly()
+    };
     let problem = match clusters {
         Some(c) => c.unreachable(&e.name).await,
         None => None,
     };
     match problem {
         None => ClusterStatus::Configured { reached_through },
-        Some(error) => ClusterStatus::Unreachable {
+        Some(error) if admin => ClusterStatus::Unreachable {
             fix: format!(
                 "check the cluster of environment `{}` in the server's configuration \
                  ([[environments]] name = \"{}\", reached through {reached_through}) and run \
@@ -273,6 +288,15 @@ async fn cluster_status(
             ),
             reached_through,
             error,
+        },
+        Some(_) => ClusterStatus::Unreachable {
+            fix: format!(
+                "ask an administrator of environment `{}` to check its cluster \
+                 (`breakglass-server doctor --cluster {}` says what is wrong)",
+                e.name, e.name
+            ),
+            reached_through,
+            error: "the server could not reach its API server".into(),
         },
     }
 }

@@ -302,6 +302,8 @@ tier = "ground"
 cluster = {{ kind = "kubeconfig", path = "{}" }}
 [environments.permissions]
 "tower.breakglass.request" = {{ groups = ["engineers"] }}
+"tower.breakglass.terminate" = {{ groups = ["admins"] }}
+"tower.breakglass.self" = {{ groups = ["admins"] }}
 "#,
         path.display()
     ))
