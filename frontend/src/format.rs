@@ -161,8 +161,10 @@ pub fn end_reason(r: &EndReason, requester: &str) -> String {
 /// the reader is the requester.
 pub fn headline(s: &Session, mine: bool) -> String {
     match s.state {
-        SessionState::PendingApproval if mine => "Waiting for approval".into(),
-        SessionState::PendingApproval => format!("{} is waiting for approval", s.requester),
+        SessionState::PendingApproval if mine => "Your request is waiting for approval".into(),
+        SessionState::PendingApproval => {
+            format!("{}'s request is waiting for approval", s.requester)
+        }
         SessionState::Approved => match (&s.glass_broken_by, &s.approver) {
             (Some(by), _) => format!("Glass broken by {by}"),
             (None, Some(by)) if s.tier == Tier::Flight => format!("Approved by {by}"),

@@ -102,6 +102,7 @@ pub fn DebugForm(
     let live = use_live();
     let bounds = env.durations;
     let tier = env.tier;
+    let may_break = env.permissions.self_approve;
     let form = Form {
         input: RwSignal::new(FormInput {
             mode: "live".into(),
@@ -171,6 +172,13 @@ pub fn DebugForm(
             <h3 id="debug-form-title">"Request access"</h3>
             {(tier == Tier::Flight).then(|| view! {
                 <p class="notice small">"Flight environment: a second person with approve rights must approve before the terminal opens."</p>
+            })}
+            // Those who may break the glass learn it here, before they send anything.
+            {(tier == Tier::Flight && may_break).then(|| view! {
+                <p class="notice notice-warn small" data-testid="break-glass-hint">
+                    <strong>"You may break the glass: "</strong>
+                    "send the request, then choose Break the glass on it to open the terminal without waiting for an approval. The session is then due for review by someone else."
+                </p>
             })}
             <ModeField form=form/>
             <TargetField form=form containers=containers/>

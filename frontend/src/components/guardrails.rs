@@ -36,26 +36,51 @@ pub fn Guardrails(
                     </p>
                     {r.identity.map(|i| view! { <p class="muted small">"Server identity in the cluster: " <code>{i}</code></p> })}
                     {Some(r.fix).filter(|_| !r.ok).map(|f| view! { <p class="small">"To install or repair everything: " <code>{f}</code></p> })}
-                    <ul class="checks">
-                        {r.items
-                            .into_iter()
-                            .map(|item| {
-                                let ok = item.status == ItemStatus::Ok;
-                                view! {
-                                    <li class=if ok { "check check-ok" } else { "check check-bad" }>
-                                        <span class="check-icon" aria-hidden="true">{if ok { "✓" } else { "✗" }}</span>
-                                        <span class="check-name">{item.name}</span>
-                                        <span class="check-status">{item.status.as_str()}</span>
-                                        {Some(item.detail).filter(|d| !d.is_empty()).map(|d| view! { <span class="muted small check-detail">{d}</span> })}
-                                        {item.fix.map(|f| view! { <span class="check-fix">"Fix: " <code>{f}</code></span> })}
-                                    </li>
-                                }
-                            })
-                            .collect_view()}
-                    </ul>
+                    <CheckList items=r.items/>
                 }
                     .into_any(),
             })}
         </section>
+    }
+}
+
+/// One check as a list item.
+fn check_item(item: breakglass_shared::listing::GuardrailItem) -> impl IntoView {
+    let ok = item.status == ItemStatus::Ok;
+    view! {
+        <li class=if ok { "check check-ok" } else { "check check-bad" }>
+            <span class="check-icon" aria-hidden="true">{if ok { "✓" } else { "✗" }}</span>
+            <span class="check-name">{item.name}</span>
+            <span class="check-status">{item.status.as_str()}</span>
+            {Some(item.detail).filter(|d| !d.is_empty()).map(|d| view! { <span class="muted small check-detail">{d}</span> })}
+            {item.fix.map(|f| view! { <span class="check-fix">"Fix: " <code>{f}</code></span> })}
+        </li>
+    }
+}
+
+/// The checks: the failing ones in the open, the passing ones folded under a summary (a
+/// cluster has a score of them, and what passes needs no reading).
+#[component]
+fn CheckList(
+    /// The doctor's checks, in its order.
+    items: Vec<breakglass_shared::listing::GuardrailItem>,
+) -> impl IntoView {
+    let total = items.len();
+    let (ok, bad): (Vec<_>, Vec<_>) = items.into_iter().partition(|i| i.status == ItemStatus::Ok);
+    let summary = if bad.is_empty() {
+        format!("All {total} checks pass")
+    } else {
+        format!("{} of {total} checks pass", ok.len())
+    };
+    view! {
+        {(!bad.is_empty()).then(|| view! {
+            <ul class="checks checks-failing" data-testid="failing-checks">
+                {bad.into_iter().map(check_item).collect_view()}
+            </ul>
+        })}
+        <details class="checks-detail" data-testid="passing-checks">
+            <summary>{summary}</summary>
+            <ul class="checks">{ok.into_iter().map(check_item).collect_view()}</ul>
+        </details>
     }
 }

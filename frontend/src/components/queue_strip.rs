@@ -225,7 +225,7 @@ fn QueueItem(
                     <a href=links::session(s.id) class="qi-pod">{format!("{}/{}", s.namespace, s.pod)}</a>
                 </div>
                 <div class="qi-meta muted">
-                    <span class="qi-requester">{s.requester.clone()}</span>
+                    <span class="qi-requester">{format!("{}'s request", s.requester)}</span>
                     " · asked " <Age at=s.created_at/>
                     {format!(" · {} min · {}", s.duration_minutes, crate::format::mode_label(s.mode))}
                     {s.target_container.clone().map(|c| format!(" · sees {c}"))}
