@@ -58,6 +58,25 @@ axe.run(document, {
 })) }), e => done({ error: String(e) }));
 "#;
 
+/// The widths every checked page must fit: a phone, a small laptop, a desktop, a wall display.
+pub const WIDTHS: [u32; 4] = [390, 1000, 1440, 1920];
+
+/// `null` when the document is no wider than the window; else how much wider, and the
+/// outermost elements that reach past the window's right edge (inside no scrolling box).
+const OVERFLOW: &str = r#"
+const root = document.documentElement;
+const over = root.scrollWidth - root.clientWidth;
+if (over <= 0) return null;
+const clips = el => { for (let p = el.parentElement; p && p !== root; p = p.parentElement) {
+  const o = getComputedStyle(p).overflowX; if (o !== 'visible') return true; } return false; };
+const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+  (el.classList.length ? '.' + [...el.classList].join('.') : '');
+const out = [...document.body.querySelectorAll('*')].filter(el =>
+  el.getBoundingClientRect().right > root.clientWidth + 0.5 && !clips(el) &&
+  !(el.parentElement && el.parentElement.getBoundingClientRect().right > root.clientWidth + 0.5 && !clips(el.parentElement)));
+return `${over} px too wide; sticking out: ${out.slice(0, 6).map(name).join(', ')}`;
+"#;
+
 /// The page states README.md's UI section shows (as `docs/images/ui-<name>.png`).
 pub const DOC_STATES: [&str; 8] = [
     "04-form-errors",
@@ -140,11 +159,54 @@ impl Browser {
         Ok(())
     }
 
+    /// Sends a CDP command through chromedriver.
+    async fn cdp(&self, cmd: &str, params: Value) -> anyhow::Result<Value> {
+        self.client
+            .issue_cmd(ChromeCommand {
+                path: "goog/cdp/execute",
+                body: json!({ "cmd": cmd, "params": params }),
+            })
+            .await
+            .with_context(|| format!("{}: {cmd}", self.name))
+    }
+
+    /// Fails when the page is wider than the window at any of [`WIDTHS`] (a phone, a small
+    /// laptop, a desktop, a wall), naming the elements that stick out. The page is laid out
+    /// at each width through the browser's device emulation, then given its own size back.
+    pub async fn assert_fits_widths(&self, page: &str) -> anyhow::Result<()> {
+        let height = self.js("return window.innerHeight").await?;
+        let mut found = Vec::new();
+        for width in WIDTHS {
+            self.cdp(
+                "Emulation.setDeviceMetricsOverride",
+                json!({ "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500 }),
+            )
+            .await?;
+            let out = self.js(OVERFLOW).await;
+            match out {
+                Ok(Value::Null) => {}
+                Ok(v) => found.push(format!("at {width} px: {v}")),
+                Err(e) => found.push(format!("at {width} px: {e}")),
+            }
+        }
+        self.cdp("Emulation.clearDeviceMetricsOverride", json!({}))
+            .await?;
+        if !found.is_empty() {
+            bail!(
+                "{}: page {page:?} is wider than the window:\n  {}",
+                self.name,
+                found.join("\n  ")
+            );
+        }
+        Ok(())
+    }
+
     /// A page state worth keeping: checked with axe-core in both schemes, then a screenshot.
     /// With `BREAKGLASS_UPDATE_DOCS` set, the states the README shows ([`DOC_STATES`]) are
     /// copied to `docs/images/ui-<name>.png`, so the pictures come from the tests' own run.
     pub async fn check_page(&self, name: &str) -> anyhow::Result<PathBuf> {
         self.assert_accessible(name).await?;
+        self.assert_fits_widths(name).await?;
         let png = self.screenshot(name).await?;
         if DOC_STATES.contains(&name) && std::env::var_os("BREAKGLASS_UPDATE_DOCS").is_some() {
             let images = crate::browser::workspace_root().join("docs/images");

@@ -82,13 +82,13 @@ pub async fn end_session(b: &Browser) -> anyhow::Result<()> {
         "End this session now?",
     )
     .await?;
-    let focused = b
-        .js("return document.activeElement && document.activeElement.dataset.action")
-        .await?;
-    anyhow::ensure!(
-        focused.as_str() == Some("cancel-confirm"),
-        "the End confirmation does not hold the focus on Cancel (focus: {focused})"
-    );
+    // Focus moves into it as it opens (an effect, a moment after it is shown).
+    wait_focus(
+        b,
+        "[data-testid=session-panel] [data-action=cancel-confirm]",
+    )
+    .await
+    .map_err(|e| e.context("the End confirmation does not take the focus onto Cancel"))?;
     b.assert_accessible("end-confirmation").await?;
     b.click("[data-testid=session-panel] [data-action=confirm]")
         .await?;

@@ -27,12 +27,6 @@ use breakglass_e2e::flows::{
     absent, attr_of, end_session, find_in_player, panel_state, request_access, terminal_shows,
     type_in_terminal, wait_focus, wait_terminal_connected,
 };
-use breakglass_e2e::server::{config_toml, install_guardrails};
-use breakglass_e2e::{wait_for_pod_running, ControlPlane, Identity};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
-use kube::Api;
-use serde_json::json;
 
 const POD_PATH: &str = "/env/prod/ns/shop/pod/web-1";
 
@@ -287,6 +281,41 @@ async fn review_the_ended_session(
         ensure!(text.ends_with(ends), "{fact} says {text:?}");
     }
     carol.check_page("24-review-form").await?;
+    // She has not watched it: the form says so. Then she plays some of it, and it says how
+    // much.
+    carol
+        .wait_text("[data-testid=review-watched]", "not played the recording")
+        .await?;
+    let id = session_path.trim_start_matches("/sessions/").to_string();
+    carol
+        .goto(&server.at(&format!("{session_path}/recording")))
+        .await?;
+    carol
+        .click("[data-testid=player] .player-bar .play")
+        .await?;
+    breakglass_e2e::wait_until(
+        "the player to keep what carol played",
+        breakglass_e2e::browser::UI_WAIT,
+        || async {
+            let kept = carol
+                .js(&format!(
+                    "return localStorage.getItem('breakglass-watched-{id}')"
+                ))
+                .await?;
+            Ok(kept.is_string().then_some(()))
+        },
+    )
+    .await?;
+    carol.goto(&server.at(&session_path)).await?;
+    let said = carol
+        .wait_text("[data-testid=review-watched]", "You have played")
+        .await?
+        .text()
+        .await?;
+    ensure!(
+        said.contains("% of the recording"),
+        "the form says {said:?}"
+    );
     let picked = carol
         .js("return [...document.querySelectorAll('form.review-form input[name=verdict]')].filter(i => i.checked).length")
         .await?;
@@ -326,9 +355,11 @@ async fn review_the_ended_session(
     Ok(())
 }
 
-/// A second session of alice's, approved by bob, is terminated by carol (an admin) from its
-/// page while alice's terminal is open: the confirmation passes the checks, and alice's
-/// terminal keeps its screen under a note saying carol ended it, which she can put away.
+/// A second session of alice's, glass broken by carol (an admin), is terminated by carol from
+/// its page while alice's terminal is open: the confirmation passes the checks, and alice's
+/// terminal keeps its screen under a note saying carol ended it, which she can put away. The
+/// glass-broken session then needs a review: bob, who may make it, finds it due, with its
+/// deadline, on his home page, on the Ops wall and on the session's page.
 async fn terminated_by_an_admin(
     server: &WebServer,
     alice: &Browser,
@@ -342,14 +373,18 @@ async fn terminated_by_an_admin(
     alice.wait_for("select#bg-target").await?;
     request_access(alice, "second look at the payment worker's queue").await?;
     panel_state(alice, "PendingApproval").await?;
-    bob.goto(&server.at("/")).await?;
-    bob.click("[data-testid=queue-item] [data-action=approve]")
+    carol.goto(&server.at("/")).await?;
+    carol
+        .click("[data-testid=queue-item] [data-action=break-glass]")
+        .await?;
+    carol
+        .click("[data-testid=queue-item] [data-action=confirm]")
         .await?;
     wait_terminal_connected(alice).await?;
     type_in_terminal(alice, "echo still-here\n", "still-here").await?;
     let href = alice
         .displayed_attr(
-            "[data-testid=session-panel][data-state=Active] .panel-actions a[href^='/sessions/']:not([href$='/recording'])",
+            "[data-testid=session-panel][data-state=Active] .panel-links a[href^='/sessions/']:not([href$='/recording'])",
             "href",
         )
         .await?
@@ -375,6 +410,11 @@ async fn terminated_by_an_admin(
             "Terminate this session now?",
         )
         .await?;
+    wait_focus(
+        carol,
+        "[data-testid=session-panel] [data-action=cancel-confirm]",
+    )
+    .await?;
     carol.check_page("26-terminate-confirm").await?;
     carol
         .click("[data-testid=session-panel] [data-action=confirm]")
@@ -395,6 +435,28 @@ async fn terminated_by_an_admin(
         !absent(alice, ".term-box .xterm-rows").await?,
         "putting the note away leaves the terminal"
     );
+    for (page, css) in [
+        (
+            "/",
+            "[data-testid=reviews-due] [data-testid=review-deadline]",
+        ),
+        (
+            "/ops-wall",
+            "[data-testid=reviews-due] [data-testid=review-deadline]",
+        ),
+        (
+            href.as_str(),
+            "[data-testid=session-panel] [data-testid=review-deadline]",
+        ),
+    ] {
+        bob.goto(&server.at(page)).await?;
+        let deadline = bob.wait_text(css, "review due by").await?.text().await?;
+        ensure!(
+            deadline.ends_with(" UTC"),
+            "{page}: the review's deadline says {deadline:?}"
+        );
+    }
+    bob.check_page("29-review-due").await?;
     Ok(())
 }
 
@@ -402,24 +464,8 @@ async fn terminated_by_an_admin(
 /// guardrails installed, the relay and the recording store on.
 #[tokio::test(flavor = "multi_thread")]
 async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
-    let dist = frontend_dist()?;
-    let cp = ControlPlane::shared().await?;
-    let dir = tempfile::tempdir()?;
-    let cfg = dir.path().join("server.toml");
-    let kubeconfig = cp.kubeconfig_path(Identity::BreakglassSa)?;
-    std::fs::write(&cfg, config_toml(&[("prod", "flight", kubeconfig)], ""))?;
-    install_guardrails(cp, &cfg, "prod", cp.username(Identity::BreakglassSa)?).await?;
-    let ns = cp.namespace("bg-browser").await?;
-    let pods: Api<Pod> = Api::namespaced(cp.client(Identity::Admin).await?, ns.name());
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": { "name": "web-1", "labels": { "app": "web" } },
-        "spec": { "containers": [{ "name": "app", "image": "registry.example/app:1" }] }
-    }))?;
-    pods.create(&PostParams::default(), &pod).await?;
-    wait_for_pod_running(&pods, "web-1", Duration::from_secs(30)).await?;
-
-    let cfg = cfg.to_string_lossy().into_owned();
-    let server = WebServer::start(&dist, &["--config", &cfg]).await?;
+    let (server, ns, _dir) =
+        terminal_screen::server_with_pod("prod", "flight", "bg-browser").await?;
     let result = async {
         let driver = ChromeDriver::start().await?;
         let alice = Browser::open(&driver, "alice", false).await?;
@@ -453,8 +499,27 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
         bob.click("[data-testid=queue-item] [data-action=approve]")
             .await?;
         bob.goto(&server.at("/env/prod")).await?;
-        bob.wait_for("[data-testid=guardrails] .checks").await?;
+        // The checks all pass: folded under their summary.
+        let summary = bob
+            .wait_text("[data-testid=passing-checks] > summary", "checks pass")
+            .await?
+            .text()
+            .await?;
+        ensure!(
+            summary.starts_with("All "),
+            "the guardrails' summary says {summary:?}"
+        );
+        ensure!(
+            absent(&bob, "[data-testid=passing-checks][open]").await?
+                && absent(&bob, "[data-testid=failing-checks]").await?,
+            "the passing checks are not folded away"
+        );
         bob.check_page("23-environment-with-cluster").await?;
+        // Its pods, in a table that fits a phone too.
+        bob.goto(&server.at(&format!("/env/prod/ns/{}", ns.name())))
+            .await?;
+        bob.wait_text(".pod-table", "web-1").await?;
+        bob.check_page("23b-namespace-pods").await?;
         activation_terminal_and_recording(&alice).await?;
         let carol = Browser::open(&driver, "carol", false).await?;
         carol.goto(&server.at("/")).await?;
@@ -474,6 +539,8 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
     result
 }
 
+mod approvals;
 mod player;
+mod terminal_screen;
 mod walkthrough;
 use walkthrough::flow;

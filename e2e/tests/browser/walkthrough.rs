@@ -56,11 +56,19 @@ pub(crate) async fn flow(server: &WebServer) -> anyhow::Result<()> {
     );
     alice.wait_for("#bg-ticket-error").await?;
 
+    // alice may not break the glass: the form does not offer it.
+    ensure!(
+        absent(&alice, "[data-testid=break-glass-hint]").await?,
+        "the form tells alice she may break the glass"
+    );
     // A valid request: Flight, so it waits for a second person, who is named.
     request_access(&alice, "orders stuck in the payment worker since 09:10").await?;
     panel_state(&alice, "PendingApproval").await?;
     alice
-        .wait_text("[data-testid=session-headline]", "Waiting for approval")
+        .wait_text(
+            "[data-testid=session-headline]",
+            "Your request is waiting for approval",
+        )
         .await?;
     // The form went away with the submit: focus is on what replaced it.
     wait_focus(&alice, "[data-testid=session-headline]").await?;
@@ -80,7 +88,7 @@ pub(crate) async fn flow(server: &WebServer) -> anyhow::Result<()> {
         .await?;
     let session_href = alice
         .displayed_attr(
-            "[data-testid=session-panel] .panel-actions a[href^='/sessions/']",
+            "[data-testid=session-panel] .panel-links a[href^='/sessions/']",
             "href",
         )
         .await?
@@ -256,7 +264,7 @@ pub(crate) async fn flow(server: &WebServer) -> anyhow::Result<()> {
     bob.wait_for("[data-testid=breakglass-card]").await?;
     bob.wait_for("[data-testid=listings-unavailable], .ns-list")
         .await?;
-    bob.wait_for("[data-testid=guardrails-unavailable], [data-testid=guardrails] .checks")
+    bob.wait_for("[data-testid=guardrails-unavailable], [data-testid=passing-checks]")
         .await?;
     bob.wait_text("[data-testid=active-sessions]", "shop/web-1")
         .await?;
@@ -343,6 +351,10 @@ pub(crate) async fn flow(server: &WebServer) -> anyhow::Result<()> {
     carol
         .goto(&server.at("/env/prod/ns/shop/pod/web-3"))
         .await?;
+    // She may break the glass: the form says so before she sends anything.
+    carol
+        .wait_text("[data-testid=break-glass-hint]", "You may break the glass")
+        .await?;
     request_access(&carol, "carol checks the web-3 pod's caches").await?;
     panel_state(&carol, "PendingApproval").await?;
     carol
@@ -356,6 +368,11 @@ pub(crate) async fn flow(server: &WebServer) -> anyhow::Result<()> {
     carol
         .wait_text("[data-testid=session-panel] .confirm", "Break the glass?")
         .await?;
+    wait_focus(
+        &carol,
+        "[data-testid=session-panel] [data-action=cancel-confirm]",
+    )
+    .await?;
     carol.check_page("14b-break-glass-confirm").await?;
     carol
         .click("[data-testid=session-panel] [data-action=cancel-confirm]")

@@ -192,7 +192,7 @@ async fn a_one_minute_session_ends_on_time_with_everything_closed() {
         "the recording is final"
     );
     verified(&alice, &id).await;
-    super::leftovers::assert_debug_container_stopped(&alice, &ns, &id, &pids).await;
+    super::leftovers::assert_debug_container_stopped(&server, &alice, &ns, &id, &pids).await;
     let cp = ControlPlane::shared().await.unwrap();
     let grants: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
         Api::namespaced(cp.client(Identity::Admin).await.unwrap(), &ns);

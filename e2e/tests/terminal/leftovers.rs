@@ -44,6 +44,7 @@ fn alive(pid: u32) -> bool {
 /// Waits until the pod's status says session `id`'s debug container terminated, then checks
 /// that none of `pids` is left and that the audit trail says the container was stopped.
 pub(crate) async fn assert_debug_container_stopped(
+    server: &ServerProcess,
     who: &ApiClient,
     ns: &str,
     id: &str,
@@ -52,7 +53,7 @@ pub(crate) async fn assert_debug_container_stopped(
     let container = format!("debug-{}", &id[id.len() - 8..]);
     let cp = ControlPlane::shared().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(cp.client(Identity::Admin).await.unwrap(), ns);
-    breakglass_e2e::wait_until(
+    let stopped = breakglass_e2e::wait_until(
         &format!("{container} terminated in the pod's status"),
         Duration::from_secs(30),
         || {
@@ -71,8 +72,20 @@ pub(crate) async fn assert_debug_container_stopped(
             }
         },
     )
-    .await
-    .unwrap();
+    .await;
+    if let Err(e) = stopped {
+        let statuses = pods
+            .get("shell")
+            .await
+            .ok()
+            .and_then(|p| p.status)
+            .and_then(|s| s.ephemeral_container_statuses);
+        let session = who.session(id).await.map(|d| d.to_string());
+        panic!(
+            "{e}\nephemeral containers: {statuses:?}\nsession: {session:?}\nserver log:\n{}",
+            server.log_text()
+        );
+    }
     for pid in pids {
         assert!(
             !alive(*pid),
@@ -94,5 +107,5 @@ async fn ending_a_session_stops_its_debug_container_and_its_background_processes
     let mut ws = connect(&server, &alice, &id).await;
     let pids = start_background(&server, &mut ws).await;
     end_and_wait(&alice, &id).await;
-    assert_debug_container_stopped(&alice, &ns, &id, &pids).await;
+    assert_debug_container_stopped(&server, &alice, &ns, &id, &pids).await;
 }

@@ -116,12 +116,9 @@ impl Inner {
     /// Gives the box the window's free height below its top (below the status line in full
     /// screen, where the box's top is the window's).
     fn size_box(&self) {
-        let Some(w) = web_sys::window() else { return };
-        let window_height = w
-            .inner_height()
-            .ok()
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0);
+        let Some((w, window_height)) = window_and_height() else {
+            return;
+        };
         let scrolled = if self.full.get() {
             0.0
         } else {
@@ -140,12 +137,9 @@ impl Inner {
 
     /// Scrolls the page so the box's bottom (the prompt) is in the window, when it is not.
     fn reveal(&self) {
-        let Some(w) = web_sys::window() else { return };
-        let window_height = w
-            .inner_height()
-            .ok()
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0);
+        let Some((_, window_height)) = window_and_height() else {
+            return;
+        };
         if self.bx.get_bounding_client_rect().bottom() > window_height {
             self.bx.scroll_into_view_with_bool(false);
         }
@@ -166,6 +160,13 @@ impl Inner {
         self.term.dispose();
         self.keep.borrow_mut().clear();
     }
+}
+
+/// The window and its height in CSS pixels.
+fn window_and_height() -> Option<(web_sys::Window, f64)> {
+    let w = web_sys::window()?;
+    let height = w.inner_height().ok()?.as_f64()?;
+    Some((w, height))
 }
 
 /// The live terminal of session `session_id` (only for its requester, while active).
