@@ -38,6 +38,9 @@ pub enum ErrorCode {
     Unavailable,
     /// A bug or unexpected failure on the server (500); details are in its logs.
     Internal,
+    /// The request named a host this server does not answer to (421); the message names the
+    /// one it does.
+    MisdirectedRequest,
 }
 
 impl ErrorCode {
@@ -55,6 +58,7 @@ impl ErrorCode {
             ErrorCode::WrongState | ErrorCode::Conflict => 409,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
+            ErrorCode::MisdirectedRequest => 421,
         }
     }
 }

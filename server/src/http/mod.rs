@@ -30,6 +30,7 @@ pub mod dev_login;
 pub mod events;
 pub mod extract;
 pub mod headers;
+pub mod host;
 pub mod limits;
 pub mod recordings;
 pub mod sessions;
@@ -114,6 +115,13 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.config.limits,
             limits::bound,
+        ))
+        // Every API answer is about a person (whoami with its CSRF token, sessions,
+        // recordings): no browser or shared cache keeps it. The hashed static files are
+        // outside this router and stay cacheable.
+        .layer(tower_http::set_header::SetResponseHeaderLayer::overriding(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
         ));
     let index = state.config.static_dir.join("index.html");
     // The build writes a `.br` and a `.gz` beside each asset (frontend/precompress.mjs), so the
@@ -148,6 +156,10 @@ pub fn app(state: AppState) -> Router {
             headers::add,
         ))
         .layer(middleware::from_fn_with_state(
+            host::AllowedHosts::new(state.config.public_url.as_ref()),
+            host::check,
+        ))
+        .layer(middleware::from_fn_with_state(
             state.metrics.requests.clone(),
             count_requests,
         ))
@@ -160,7 +172,7 @@ async fn count_requests(
     req: Request,
     next: Next,
 ) -> Response {
-    let method = req.method().clone();
+    let method = method_label(req.method());
     // Label by surface, not by path: paths carry session ids and would explode cardinality.
     let path = req.uri().path();
     let surface = if path.starts_with("/api/") {
@@ -172,9 +184,25 @@ async fn count_requests(
     };
     let res = next.run(req).await;
     requests
-        .with_label_values(&[method.as_str(), surface, res.status().as_str()])
+        .with_label_values(&[method, surface, res.status().as_str()])
         .inc();
     res
+}
+
+/// The method as a metric label: the methods the server routes, and one `other` for any name
+/// a client makes up (each new label value is a new series kept for the process's life).
+fn method_label(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *m {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }
 
 async fn api_not_found() -> ApiError {
