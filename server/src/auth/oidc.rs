@@ -377,9 +377,42 @@ fn groups_of(claims: &OtherClaims, name: &str) -> Vec<String> {
 /// browser elsewhere afterwards), else `/`.
 pub fn safe_return_path(return_to: Option<&str>) -> String {
     match return_to {
-        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p.to_string(),
+        Some(p) if is_local_path(p) => p.to_string(),
         _ => "/".to_string(),
     }
+}
+
+/// A path on this server and nothing a browser could read as another place: it starts with
+/// one `/` (no scheme, no authority), holds only visible ASCII (browsers drop tabs and
+/// newlines from URLs, so `/\t/evil.example` would become `//evil.example`), no backslash
+/// (read as `/`), and no percent escape of any of those, of `/` or of `%` itself (a second
+/// decoding along the way must not make one appear). Such characters never occur in the app's
+/// own paths, so refusing them costs a return to the home page at worst.
+fn is_local_path(p: &str) -> bool {
+    let b = p.as_bytes();
+    if b.first() != Some(&b'/') || matches!(b.get(1), Some(b'/' | b'\\')) {
+        return false;
+    }
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let decoded = b
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match decoded {
+                    Some(c) if c.is_ascii_graphic() && !matches!(c, b'/' | b'\\' | b'%') => {}
+                    _ => return false,
+                }
+                i += 3;
+            }
+            b'\\' => return false,
+            c if !c.is_ascii_graphic() => return false,
+            _ => i += 1,
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -407,9 +440,36 @@ mod tests {
             "//evil.example",
             "/\\evil.example",
             "env",
+            "",
+            "/%2F/evil.example",
+            "/%2f%2fevil.example",
+            "/%5Cevil.example",
+            "/%255C%255Cevil.example",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/ /evil.example",
+            "/%09/evil.example",
+            "/%0a",
+            "/%00",
+            "/%7F",
+            "/%E2%80%AE",
+            "/caf\u{e9}",
+            "/\u{202e}",
+            "/%",
+            "/%4",
+            "/%zz",
+            "/env/x\r\nSet-Cookie: a=b",
         ] {
             assert_eq!(safe_return_path(Some(bad)), "/", "{bad}");
         }
         assert_eq!(safe_return_path(None), "/");
+        for good in [
+            "/",
+            "/env/prod/ns/shop/pod/checkout",
+            "/sessions/01?t=12.5",
+            "/a%3Fb",
+        ] {
+            assert_eq!(safe_return_path(Some(good)), good);
+        }
     }
 }
