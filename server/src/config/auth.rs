@@ -8,6 +8,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use url::Url;
 
+use super::proxies::TrustedProxiesMinPrefix;
 use super::ConfigError;
 
 /// `public_url` in the form the server compares and reports.
@@ -81,6 +82,7 @@ pub(super) struct AuthFile {
     pub public_url: Option<String>,
     pub session_secret: Option<String>,
     pub trusted_proxies: Vec<IpNet>,
+    pub trusted_proxies_min_prefix: TrustedProxiesMinPrefix,
 }
 
 /// The resolved top-level keys.
@@ -91,8 +93,11 @@ pub(super) struct Auth {
 }
 
 impl AuthFile {
-    /// Checks the public URL and the length of the cookie secret.
+    /// Checks the public URL, the length of the cookie secret and the width of the trusted
+    /// proxies' ranges.
     pub fn resolve(self) -> Result<Auth, ConfigError> {
+        self.trusted_proxies_min_prefix
+            .check(&self.trusted_proxies)?;
         let public_url = match &self.public_url {
             Some(u) => Some(PublicUrl::parse(u).ok_or_else(|| {
                 ConfigError::new("public_url", "must be an http:// or https:// URL")

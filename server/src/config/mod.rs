@@ -10,6 +10,7 @@
 
 mod auth;
 mod environments;
+mod proxies;
 mod recording;
 mod server;
 mod sessions;
@@ -28,6 +29,7 @@ pub use environments::{
     demo_environments, is_pinned_image, ClusterCredentials, Environment, EnvironmentConfig,
     Holders, DEFAULT_DEBUG_IMAGE, PROTECTED_NAMESPACES,
 };
+pub use proxies::TrustedProxiesMinPrefix;
 pub use recording::{RecordingFileConfig, TransparencyLogFileConfig};
 pub use sessions::TierDurations;
 
@@ -131,6 +133,10 @@ pub struct FileConfig {
     /// Addresses of auth proxies whose `X-Auth-Request-User` / `-Groups` headers are trusted.
     #[serde(default)]
     pub trusted_proxies: Vec<IpNet>,
+    /// The widest range `trusted_proxies` may hold, as a minimum prefix length per address
+    /// family (default /8 for IPv4, /32 for IPv6).
+    #[serde(default)]
+    pub trusted_proxies_min_prefix: TrustedProxiesMinPrefix,
     /// Sign-in through an identity provider (`[auth.oidc]`).
     #[serde(default)]
     pub auth: AuthSectionConfig,
@@ -271,6 +277,7 @@ impl Config {
             durations,
             dev_login,
             trusted_proxies,
+            trusted_proxies_min_prefix,
             auth: auth_section,
             debug_image,
             server_namespace,
@@ -289,6 +296,7 @@ impl Config {
             public_url,
             session_secret,
             trusted_proxies,
+            trusted_proxies_min_prefix,
         }
         .resolve()?;
         let sessions = sessions::SessionsFile {
