@@ -343,3 +343,44 @@ async fn a_proxy_users_csrf_token_changes_every_hour() {
         assert_eq!(s.counts().await, before);
     }
 }
+
+#[tokio::test]
+async fn a_proxied_identity_on_two_lines_or_in_two_spellings_authenticates_nobody() {
+    let file: FileConfig = toml::from_str(PROXY).unwrap();
+    let s = common::server_with("sqlite", None, file).await;
+    let whoami_with = |extra: &[(&str, &str)]| {
+        let mut req = Request::builder()
+            .uri("/api/breakglass/whoami")
+            .header(header::HOST, "localhost");
+        for (name, value) in extra {
+            req = req.header(*name, *value);
+        }
+        let mut req = req.body(Body::empty()).unwrap();
+        req.extensions_mut()
+            .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
+        req
+    };
+    let one = [
+        ("x-auth-request-user", "bob"),
+        ("x-auth-request-groups", "sre"),
+    ];
+    let me = s.raw(whoami_with(&one)).await;
+    assert_eq!(me.body["user"]["name"], "bob", "{:?}", me.body);
+    for extra in [
+        ("x-auth-request-user", "carol"),
+        ("x-forwarded-user", "carol"),
+        ("x-forwarded-groups", "admins"),
+        ("remote-user", "carol"),
+    ] {
+        let mut headers = one.to_vec();
+        headers.push(extra);
+        let me = s.raw(whoami_with(&headers)).await;
+        assert_eq!(me.status, StatusCode::OK);
+        assert!(me.body["user"].is_null(), "{extra:?}: {:?}", me.body);
+    }
+    // Groups on several lines are the proxy's own format (oauth2-proxy sends one per group).
+    let mut lines = one.to_vec();
+    lines.push(("x-auth-request-groups", "oncall"));
+    let me = s.raw(whoami_with(&lines)).await;
+    assert_eq!(me.body["user"]["groups"], json!(["sre", "oncall"]));
+}

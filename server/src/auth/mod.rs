@@ -31,8 +31,13 @@ use crate::store::{Login, LoginSelector, LoginSource, Store};
 
 pub mod oidc;
 
-/// Name of the session cookie.
+/// Name of the session cookie on plain http; see [`session_cookie_name`].
 pub const SESSION_COOKIE: &str = "breakglass_session";
+/// Its name on https: a browser takes a `__Host-` cookie only when it is `Secure`, for
+/// `Path=/` and without `Domain`, set by this very host, so neither a sibling subdomain nor a
+/// plain-http page on the same name can plant or overwrite it (a planted login would act as
+/// someone else).
+pub const SESSION_COOKIE_HOST: &str = "__Host-breakglass_session";
 /// Proxy header carrying the user name.
 pub const PROXY_USER: &str = "x-auth-request-user";
 /// Proxy header carrying comma-separated groups.
@@ -193,6 +198,30 @@ pub fn proxy_nonce(at: i64) -> String {
     format!("proxy:{}", at.div_euclid(PROXY_CSRF_SECONDS))
 }
 
+/// Identity headers in other spellings that proxies and clients use: beside ours, each means
+/// the request carries an identity the proxy did not set (or set twice).
+const FORWARDED_IDENTITY: [&str; 6] = [
+    "x-forwarded-user",
+    "x-forwarded-groups",
+    "x-forwarded-preferred-username",
+    "x-remote-user",
+    "x-remote-group",
+    "remote-user",
+];
+
+/// Why a trusted proxy's identity headers cannot be read as one identity: the user header on
+/// more than one line, or another spelling of an identity header beside it.
+fn ambiguous_proxy_headers(headers: &HeaderMap) -> Option<String> {
+    let users = headers.get_all(PROXY_USER).iter().count();
+    if users > 1 {
+        return Some(format!("{PROXY_USER} on {users} lines"));
+    }
+    FORWARDED_IDENTITY
+        .iter()
+        .find(|h| users > 0 && headers.contains_key(**h))
+        .map(|h| format!("{h} beside {PROXY_USER}"))
+}
+
 fn peer_is_trusted(config: &Config, parts: &Parts) -> bool {
     let Some(ConnectInfo(addr)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() else {
         return false;
@@ -222,6 +251,12 @@ pub async fn identify(
     parts: &Parts,
 ) -> Result<Option<CurrentUser>, ApiError> {
     if peer_is_trusted(config, parts) {
+        if let Some(why) = ambiguous_proxy_headers(&parts.headers) {
+            // The proxy passed on what a client wrote (it should replace these headers, not
+            // add to them): whichever line the server chose could be the client's.
+            tracing::warn!(%why, "a trusted proxy's request authenticates nobody");
+            return Ok(None);
+        }
         if let Some(raw) = parts
             .headers
             .get(PROXY_USER)
@@ -253,7 +288,7 @@ pub async fn identify(
     }
     let jar = SignedCookieJar::from_headers(&parts.headers, key.clone());
     let Some(claims) = jar
-        .get(SESSION_COOKIE)
+        .get(session_cookie_name(config))
         .and_then(|c| serde_json::from_str::<CookieClaims>(c.value()).ok())
     else {
         return Ok(None);
@@ -520,16 +555,39 @@ where
     }
 }
 
+/// Whether the server is reached over https (its `public_url` says so): cookies are then
+/// `Secure` and `__Host-` named.
+pub fn is_https(config: &Config) -> bool {
+    config.public_url.as_ref().is_some_and(|p| p.secure)
+}
+
+/// The session cookie's name for this server: [`SESSION_COOKIE_HOST`] on https.
+pub fn session_cookie_name(config: &Config) -> &'static str {
+    if is_https(config) {
+        SESSION_COOKIE_HOST
+    } else {
+        SESSION_COOKIE
+    }
+}
+
 /// Builds the session cookie for `claims`.
 pub fn session_cookie(config: &Config, claims: &CookieClaims) -> Cookie<'static> {
-    let secure = config.public_url.as_ref().is_some_and(|p| p.secure);
     Cookie::build((
-        SESSION_COOKIE,
+        session_cookie_name(config),
         serde_json::to_string(claims).unwrap_or_default(),
     ))
     .http_only(true)
     .same_site(SameSite::Strict)
-    .secure(secure)
+    .secure(is_https(config))
     .path("/")
     .build()
+}
+
+/// What removes the session cookie: the same name, path and `Secure` it was set with (a
+/// browser ignores a `__Host-` removal that is not `Secure`).
+pub fn session_cookie_removal(config: &Config) -> Cookie<'static> {
+    Cookie::build(session_cookie_name(config))
+        .path("/")
+        .secure(is_https(config))
+        .build()
 }

@@ -17,7 +17,9 @@ use serde::Deserialize;
 use super::extract::ApiQuery;
 pub use crate::auth::oidc::OidcProvider;
 use crate::auth::oidc::{safe_return_path, OidcError, PendingLogin, Provider, LOGIN_SECONDS};
-use crate::auth::{begin_login, CurrentUser, ProviderTokens, Source, SESSION_COOKIE};
+use crate::auth::{
+    begin_login, is_https, session_cookie_removal, CurrentUser, ProviderTokens, Source,
+};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::store::{LoginSelector, LoginSource, Store};
@@ -25,8 +27,20 @@ use breakglass_shared::names;
 
 /// The cookie holding a started sign-in until the provider sends the browser back.
 pub const PENDING_COOKIE: &str = "breakglass_oidc_login";
-/// Its path: only the OIDC routes ever see it.
+/// Its name on https (see `auth::SESSION_COOKIE_HOST` for why).
+pub const PENDING_COOKIE_HOST: &str = "__Host-breakglass_oidc_login";
+/// Its path on plain http: only the OIDC routes ever see it. A `__Host-` cookie must have
+/// `Path=/`, so on https the prefix's guarantee is taken over the narrower path.
 const PENDING_PATH: &str = "/api/breakglass/auth/oidc";
+
+/// The pending cookie's name and path for this server.
+fn pending_cookie(config: &Config) -> (&'static str, &'static str) {
+    if is_https(config) {
+        (PENDING_COOKIE_HOST, "/")
+    } else {
+        (PENDING_COOKIE, PENDING_PATH)
+    }
+}
 
 /// Query of `GET /auth/oidc/login`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -66,17 +80,15 @@ pub async fn oidc_login(
     let (url, pending) = provider
         .begin(safe_return_path(q.return_to.as_deref()))
         .await?;
-    let cookie = Cookie::build((
-        PENDING_COOKIE,
-        serde_json::to_string(&pending).unwrap_or_default(),
-    ))
-    .http_only(true)
-    // Lax, not Strict: the provider's redirect back is a cross-site navigation.
-    .same_site(SameSite::Lax)
-    .secure(config.public_url.as_ref().is_some_and(|p| p.secure))
-    .path(PENDING_PATH)
-    .max_age(time::Duration::seconds(LOGIN_SECONDS))
-    .build();
+    let (name, path) = pending_cookie(&config);
+    let cookie = Cookie::build((name, serde_json::to_string(&pending).unwrap_or_default()))
+        .http_only(true)
+        // Lax, not Strict: the provider's redirect back is a cross-site navigation.
+        .same_site(SameSite::Lax)
+        .secure(is_https(&config))
+        .path(path)
+        .max_age(time::Duration::seconds(LOGIN_SECONDS))
+        .build();
     Ok((jar.add(cookie), Redirect::to(url.as_str())))
 }
 
@@ -98,11 +110,12 @@ pub async fn oidc_callback(
     jar: SignedCookieJar,
     ApiQuery(q): ApiQuery<CallbackQuery>,
 ) -> Response {
+    let (name, path) = pending_cookie(&config);
     let pending = jar
-        .get(PENDING_COOKIE)
+        .get(name)
         .and_then(|c| serde_json::from_str::<PendingLogin>(c.value()).ok());
     // A sign-in is completed (or fails) once: the same callback again finds nothing pending.
-    let jar = jar.remove(Cookie::build(PENDING_COOKIE).path(PENDING_PATH));
+    let jar = jar.remove(Cookie::build(name).path(path).secure(is_https(&config)));
     match complete(&config, store.as_ref(), provider, pending, q).await {
         Ok((cookie, return_to)) => (jar.add(cookie), Redirect::to(&return_to)).into_response(),
         Err(page) => (jar, page).into_response(),
@@ -181,6 +194,7 @@ async fn complete(
         (status = 403, description = "CSRF check failed", body = ErrorBody),
     ))]
 pub async fn logout(
+    State(config): State<Arc<Config>>,
     State(store): State<Arc<dyn Store>>,
     user: CurrentUser,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
@@ -207,7 +221,7 @@ pub async fn logout(
         _ => None,
     };
     Ok((
-        jar.remove(Cookie::build(SESSION_COOKIE).path("/")),
+        jar.remove(session_cookie_removal(&config)),
         Json(LogoutResponse { end_session_url }),
     ))
 }
