@@ -63,6 +63,15 @@ pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
             "DEV MODE: anyone can sign in as a demo user ({}) without a password. Never use this in production.",
             users.join(", ")
         );
+        if ctx.config.dev_login_beside_real_sign_in {
+            tracing::warn!(
+                "the dev login is on beside a real sign-in (dev_login.unsafe_beside_real_sign_in): \
+                 anyone who reaches this server can sign in as any demo user"
+            );
+            println!(
+                "WARNING: the dev login runs beside a real sign-in (dev_login.unsafe_beside_real_sign_in = true): anyone can sign in as a demo user."
+            );
+        }
     }
     if !ctx.config.static_dir.join("index.html").exists() {
         println!(

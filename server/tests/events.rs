@@ -32,6 +32,7 @@ fn file() -> FileConfig {
                 user("bob", "sre"),
                 user("dave", "visitors"),
             ],
+            ..DevLoginConfig::default()
         },
         environments: demo_environments()
             .into_iter()

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::proxies::TrustedProxiesMinPrefix;
+use super::token_keys::TokenKeys;
 use super::ConfigError;
 
 /// `public_url` in the form the server compares and reports.
@@ -51,6 +52,11 @@ pub struct DevLoginConfig {
     /// Demo users to pick from; three defaults (alice, bob, carol) when empty.
     #[serde(default)]
     pub users: Vec<DevUser>,
+    /// Lets the dev login run beside a real sign-in (`[auth.oidc]` or an https `public_url`),
+    /// which it otherwise refuses: such a server looks like production, and the dev login
+    /// there lets anyone in as anyone. For test installs that need both; logged at start.
+    #[serde(default)]
+    pub unsafe_beside_real_sign_in: bool,
 }
 
 /// A demo user.
@@ -124,13 +130,33 @@ impl AuthFile {
 pub(super) struct DevLogin {
     pub enabled: bool,
     pub users: Vec<DevUser>,
+    pub beside_real_sign_in: bool,
 }
 
 impl DevLoginConfig {
     /// On when enabled here or by `--dev` (`dev`); the demo users when on without users.
-    /// Names are normalised as every signed-in name is (`fold_case`).
-    pub(super) fn resolve(self, dev: bool, fold_case: bool) -> Result<DevLogin, ConfigError> {
+    /// Names are normalised as every signed-in name is (`fold_case`). `real_sign_in` names the
+    /// production sign-in this server also has, if any: beside it the dev login is refused
+    /// unless `unsafe_beside_real_sign_in` says otherwise.
+    pub(super) fn resolve(
+        self,
+        dev: bool,
+        fold_case: bool,
+        real_sign_in: Option<&str>,
+    ) -> Result<DevLogin, ConfigError> {
         let enabled = dev || self.enabled;
+        if let (true, Some(real), false) = (enabled, real_sign_in, self.unsafe_beside_real_sign_in)
+        {
+            return Err(ConfigError::new(
+                "dev_login",
+                format!(
+                    "the dev login lets anyone sign in as any demo user without a password, and \
+                     this server also has {real}, so it looks like a real install; turn the dev \
+                     login off (no --dev, no dev_login.enabled), or for a test install that \
+                     needs both set dev_login.unsafe_beside_real_sign_in = true"
+                ),
+            ));
+        }
         let mut users = self.users;
         for (i, u) in users.iter_mut().enumerate() {
             let key = || format!("dev_login.users[{i}].name");
@@ -153,7 +179,11 @@ impl DevLoginConfig {
         if enabled && users.is_empty() {
             users = demo_users();
         }
-        Ok(DevLogin { enabled, users })
+        Ok(DevLogin {
+            enabled,
+            users,
+            beside_real_sign_in: enabled && real_sign_in.is_some(),
+        })
     }
 }
 
@@ -203,6 +233,9 @@ pub struct OidcFileConfig {
     /// often, takes the groups of the new ID token, and ends the login at once when the
     /// provider refuses (the user was removed, their sessions revoked).
     pub claims_refresh_seconds: Option<u64>,
+    /// File of the keys sealing the provider's tokens in the database (`config/token_keys.rs`
+    /// says how it is written); without it they come from the cookie key.
+    pub token_keys_file: Option<PathBuf>,
 }
 
 /// Which standard claim names the user.
@@ -252,6 +285,8 @@ pub struct OidcSettings {
     pub session_lifetime: time::Duration,
     /// How often a login's claims are asked of the provider again.
     pub claims_refresh: time::Duration,
+    /// The keys of `token_keys_file`, none without it (redacted in `Debug`).
+    pub token_keys: TokenKeys,
 }
 
 impl std::fmt::Debug for OidcSettings {
@@ -266,6 +301,7 @@ impl std::fmt::Debug for OidcSettings {
             .field("username_claim", &self.username_claim)
             .field("session_lifetime", &self.session_lifetime)
             .field("claims_refresh", &self.claims_refresh)
+            .field("token_keys", &self.token_keys)
             .finish()
     }
 }
@@ -381,6 +417,10 @@ impl OidcFileConfig {
                 .unwrap_or(UsernameClaim::PreferredUsername),
             session_lifetime: time::Duration::seconds(i64::try_from(lifetime).unwrap_or(i64::MAX)),
             claims_refresh: time::Duration::seconds(i64::try_from(refresh).unwrap_or(i64::MAX)),
+            token_keys: match &self.token_keys_file {
+                Some(path) => TokenKeys::read("auth.oidc.token_keys_file", path)?,
+                None => TokenKeys::default(),
+            },
         })
     }
 }

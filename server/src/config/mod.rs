@@ -14,6 +14,7 @@ mod proxies;
 mod recording;
 mod server;
 mod sessions;
+mod token_keys;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ pub use environments::{
 pub use proxies::TrustedProxiesMinPrefix;
 pub use recording::{RecordingFileConfig, TransparencyLogFileConfig};
 pub use sessions::TierDurations;
+pub use token_keys::TokenKeys;
 
 use crate::recording::RecordingSettings;
 
@@ -227,6 +229,8 @@ pub struct Config {
     pub dev_login: bool,
     /// Demo users.
     pub dev_users: Vec<DevUser>,
+    /// The dev login is on beside a real sign-in, by `dev_login.unsafe_beside_real_sign_in`.
+    pub dev_login_beside_real_sign_in: bool,
     /// Trusted proxies.
     pub trusted_proxies: Vec<IpNet>,
     /// OIDC login, when `[auth.oidc]` is configured.
@@ -308,7 +312,14 @@ impl Config {
         }
         .resolve()?;
         let fold_names = auth_section.case_insensitive_names.unwrap_or(true);
-        let dev = dev_login.resolve(args.dev, fold_names)?;
+        let real_sign_in = if auth_section.oidc.is_some() {
+            Some("[auth.oidc]")
+        } else if auth.public_url.as_ref().is_some_and(|p| p.secure) {
+            Some("an https public_url")
+        } else {
+            None
+        };
+        let dev = dev_login.resolve(args.dev, fold_names, real_sign_in)?;
         let envs = environments::EnvironmentsFile {
             debug_image,
             server_namespace,
@@ -335,6 +346,7 @@ impl Config {
             durations: sessions.durations,
             dev_login: dev.enabled,
             dev_users: dev.users,
+            dev_login_beside_real_sign_in: dev.beside_real_sign_in,
             trusted_proxies: auth.trusted_proxies,
             oidc,
             fold_names,
@@ -406,6 +418,59 @@ mod tests {
         assert_eq!(c.orphan_min_age.as_secs(), 2);
         let e = parse("orphan_min_age_seconds = 3601").err().unwrap();
         assert_eq!(e.key, "orphan_min_age_seconds");
+    }
+
+    #[test]
+    fn the_dev_login_is_refused_beside_a_real_sign_in_unless_overridden() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        let oidc = format!(
+            "[auth.oidc]\nissuer_url = \"https://id.example/\"\nclient_id = \"bg\"\n\
+             redirect_url = \"https://bg.example/api/breakglass/auth/oidc/callback\"\n\
+             client_secret_file = \"{}\"\n",
+            secret.display()
+        );
+        let https = "public_url = \"https://bg.example\"\n";
+        for (text, says) in [
+            (
+                format!("[dev_login]\nenabled = true\n{oidc}"),
+                "[auth.oidc]",
+            ),
+            (
+                format!("{https}[dev_login]\nenabled = true\n"),
+                "https public_url",
+            ),
+        ] {
+            let e = parse(&text)
+                .err()
+                .unwrap_or_else(|| panic!("accepted: {text}"));
+            assert_eq!(e.key, "dev_login", "{text}");
+            assert!(e.reason.contains(says), "{}", e.reason);
+            assert!(
+                e.reason.contains("unsafe_beside_real_sign_in"),
+                "{}",
+                e.reason
+            );
+            let with = text.replace(
+                "enabled = true\n",
+                "enabled = true\nunsafe_beside_real_sign_in = true\n",
+            );
+            let c = parse(&with).unwrap();
+            assert!(c.dev_login && c.dev_login_beside_real_sign_in, "{with}");
+        }
+        // `--dev` is the same switch as the key.
+        let file: FileConfig = toml::from_str(&oidc).unwrap();
+        let args = ServeArgs {
+            dev: true,
+            ..ServeArgs::default()
+        };
+        assert_eq!(Config::resolve(&args, file).unwrap_err().key, "dev_login");
+        // Plain http, no provider: the demo's case.
+        let c =
+            parse("public_url = \"http://127.0.0.1:8080\"\n[dev_login]\nenabled = true").unwrap();
+        assert!(c.dev_login && !c.dev_login_beside_real_sign_in);
+        assert!(!parse(&oidc).unwrap().dev_login);
     }
 
     #[test]
