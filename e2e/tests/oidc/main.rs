@@ -206,6 +206,23 @@ impl Setup {
     }
 
     /// How many login records the server's database holds, ended ones included.
+    /// Every login's stored ID and refresh tokens, as the database holds them.
+    async fn stored_tokens(&self) -> anyhow::Result<Vec<(Option<String>, Option<String>)>> {
+        let url = breakglass_e2e::server::database_url_of(&self.dir.path().join("data"));
+        let q = "SELECT id_token, refresh_token FROM breakglass_logins";
+        Ok(if url.starts_with("postgres") {
+            let db = sqlx::PgPool::connect(&url).await?;
+            let rows = sqlx::query_as(q).fetch_all(&db).await?;
+            db.close().await;
+            rows
+        } else {
+            let db = sqlx::SqlitePool::connect(&url).await?;
+            let rows = sqlx::query_as(q).fetch_all(&db).await?;
+            db.close().await;
+            rows
+        })
+    }
+
     async fn logins(&self) -> anyhow::Result<i64> {
         let url = breakglass_e2e::server::database_url_of(&self.dir.path().join("data"));
         let count = "SELECT COUNT(*) FROM breakglass_logins";

@@ -1,6 +1,6 @@
 //! The provider asked about a login again with its refresh token every
-//! `claims_refresh_seconds`: a revoked login ends, new groups change permissions, and two
-//! replicas due at once spend the refresh token once.
+//! `claims_refresh_seconds`: a revoked login ends, new groups change permissions (its tokens
+//! sealed at rest all along), and two replicas due at once spend the refresh token once.
 
 use std::time::Duration;
 
@@ -112,6 +112,18 @@ async fn new_groups_at_the_provider_change_permissions_at_the_next_check() -> an
         refreshes.len() >= 2 && refreshes.iter().all(|c| c.status == 200),
         "{refreshes:?}"
     );
+
+    // The provider's tokens are sealed at rest: every stored one is a sealed value, and none
+    // of the refresh tokens the provider issued (each spent later) is in the database.
+    let stored = s.stored_tokens().await?;
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    for token in stored.iter().flat_map(|(id, refresh)| [id, refresh]) {
+        let token = token.as_deref().unwrap_or_default();
+        assert!(token.starts_with("v1."), "stored in clear: {token}");
+        for spent in refreshes.iter().filter_map(|c| c.refresh_token.as_deref()) {
+            assert!(!token.contains(spent), "a provider token in clear");
+        }
+    }
     Ok(())
 }
 

@@ -30,6 +30,7 @@ use crate::error::ApiError;
 use crate::store::{Login, LoginSelector, LoginSource, Store};
 
 pub mod oidc;
+pub mod tokens;
 
 /// Name of the session cookie on plain http; see [`session_cookie_name`].
 pub const SESSION_COOKIE: &str = "breakglass_session";
@@ -321,7 +322,17 @@ pub async fn identify(
                 .extensions
                 .get::<oidc::OidcProvider>()
                 .and_then(|p| p.0.clone());
-            match recheck(config, store, provider, settings.claims_refresh, login).await? {
+            let seal = tokens::TokenSeal::new(config, key);
+            match recheck(
+                config,
+                &seal,
+                store,
+                provider,
+                settings.claims_refresh,
+                login,
+            )
+            .await?
+            {
                 Some(l) => {
                     let groups = l.groups.clone();
                     login = l;
@@ -348,13 +359,18 @@ pub async fn identify(
 /// reached leaves the login as it was until the next check: the person keeps working.
 async fn recheck(
     config: &Config,
+    seal: &tokens::TokenSeal,
     store: &dyn Store,
     provider: Option<std::sync::Arc<oidc::Provider>>,
     every: time::Duration,
     mut login: Login,
 ) -> Result<Option<Login>, ApiError> {
     let now = time::OffsetDateTime::now_utc();
-    let (Some(provider), Some(refresh)) = (provider, login.refresh_token.clone()) else {
+    let refresh = login
+        .refresh_token
+        .as_deref()
+        .and_then(|t| seal.open(login.id, t));
+    let (Some(provider), Some(refresh)) = (provider, refresh) else {
         return Ok(Some(login));
     };
     if now - login.claims_checked_at < every
@@ -373,10 +389,11 @@ async fn recheck(
                 }
                 login.groups = groups;
             }
+            let sealed = seal.seal(login.id, &answer.refresh_token);
             store
-                .set_login_claims(login.id, &login.groups, Some(&answer.refresh_token))
+                .set_login_claims(login.id, &login.groups, Some(&sealed))
                 .await?;
-            login.refresh_token = Some(answer.refresh_token);
+            login.refresh_token = Some(sealed);
             Ok(Some(login))
         }
         Err(e @ (oidc::OidcError::Refused(_) | oidc::OidcError::TokenRejected(_))) => {
@@ -413,9 +430,11 @@ pub struct ProviderTokens {
 }
 
 /// Starts a login of `user` made through `source` (its groups are `groups`), lasting
-/// `lifetime`: the record in `store`, and the cookie that names it.
+/// `lifetime`: the record in `store` (the provider's tokens sealed, see [`tokens`]), and the
+/// cookie that names it.
 pub async fn begin_login(
     config: &Config,
+    key: &Key,
     store: &dyn Store,
     user: &str,
     source: LoginSource,
@@ -426,8 +445,10 @@ pub async fn begin_login(
     let mut nonce = [0u8; 16];
     rand::thread_rng().fill_bytes(&mut nonce);
     let now = time::OffsetDateTime::now_utc();
+    let id = Uuid::new_v4();
+    let seal = tokens::TokenSeal::new(config, key);
     let login = Login {
-        id: Uuid::new_v4(),
+        id,
         user: user.to_string(),
         source,
         groups,
@@ -436,8 +457,8 @@ pub async fn begin_login(
         expires_at: now + lifetime,
         revoked_at: None,
         revoked_by: None,
-        id_token: tokens.id_token,
-        refresh_token: tokens.refresh_token,
+        id_token: tokens.id_token.map(|t| seal.seal(id, &t)),
+        refresh_token: tokens.refresh_token.map(|t| seal.seal(id, &t)),
         claims_checked_at: now,
     };
     store.insert_login(&login).await?;

@@ -61,6 +61,7 @@ pub async fn login(
         })?;
     let (login, cookie) = begin_login(
         &config,
+        &key,
         store.as_ref(),
         &user.name,
         LoginSource::Dev,

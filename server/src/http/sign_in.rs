@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::{Extension, Json};
-use axum_extra::extract::cookie::{Cookie, SameSite, SignedCookieJar};
+use axum_extra::extract::cookie::{Cookie, Key, SameSite, SignedCookieJar};
 use breakglass_shared::api::{LogoutResponse, OIDC_LOGIN_PATH};
 use breakglass_shared::ErrorBody;
 use serde::Deserialize;
@@ -17,6 +17,7 @@ use serde::Deserialize;
 use super::extract::ApiQuery;
 pub use crate::auth::oidc::OidcProvider;
 use crate::auth::oidc::{safe_return_path, OidcError, PendingLogin, Provider, LOGIN_SECONDS};
+use crate::auth::tokens::TokenSeal;
 use crate::auth::{
     begin_login, is_https, session_cookie_removal, CurrentUser, ProviderTokens, Source,
 };
@@ -105,6 +106,7 @@ pub async fn oidc_login(
     ))]
 pub async fn oidc_callback(
     State(config): State<Arc<Config>>,
+    State(key): State<Key>,
     State(store): State<Arc<dyn Store>>,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
     jar: SignedCookieJar,
@@ -116,7 +118,7 @@ pub async fn oidc_callback(
         .and_then(|c| serde_json::from_str::<PendingLogin>(c.value()).ok());
     // A sign-in is completed (or fails) once: the same callback again finds nothing pending.
     let jar = jar.remove(Cookie::build(name).path(path).secure(is_https(&config)));
-    match complete(&config, store.as_ref(), provider, pending, q).await {
+    match complete(&config, &key, store.as_ref(), provider, pending, q).await {
         Ok((cookie, return_to)) => (jar.add(cookie), Redirect::to(&return_to)).into_response(),
         Err(page) => (jar, page).into_response(),
     }
@@ -124,6 +126,7 @@ pub async fn oidc_callback(
 
 async fn complete(
     config: &Config,
+    key: &Key,
     store: &dyn Store,
     provider: Option<Arc<Provider>>,
     pending: Option<PendingLogin>,
@@ -167,6 +170,7 @@ async fn complete(
     tracing::info!(%user, groups = ?who.groups, "signed in through OIDC");
     let (_, cookie) = begin_login(
         config,
+        key,
         store,
         &user,
         LoginSource::Oidc,
@@ -195,6 +199,7 @@ async fn complete(
     ))]
 pub async fn logout(
     State(config): State<Arc<Config>>,
+    State(key): State<Key>,
     State(store): State<Arc<dyn Store>>,
     user: CurrentUser,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
@@ -204,7 +209,12 @@ pub async fn logout(
     // logout that could not end it must say so rather than only forget this browser's copy.
     let mut id_token = None;
     if let Some(id) = user.login {
-        id_token = store.get_login(id).await?.and_then(|l| l.id_token);
+        let seal = TokenSeal::new(&config, &key);
+        id_token = store
+            .get_login(id)
+            .await?
+            .and_then(|l| l.id_token)
+            .and_then(|t| seal.open(id, &t));
         store
             .revoke_logins(
                 &LoginSelector::Id(id),
