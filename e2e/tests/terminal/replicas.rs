@@ -1,4 +1,5 @@
-//! Two replicas on one database and store: one terminal, one recording, ended through either.
+//! Two replicas on one database and store: one terminal, one recording, ended through either;
+//! a forged notice between them hands nothing over.
 
 use super::*;
 
@@ -229,4 +230,51 @@ async fn ending_through_the_other_replica_closes_the_terminal_and_finishes_once(
         .count();
     assert_eq!(ended, 1, "{:?}", markers_of(&events));
     verified(&via_b, &id).await;
+}
+
+/// What replicas tell each other is a hint, never a command: a handover notice sent straight
+/// to the database with `pg_notify`, as if from another replica, makes the replica writing the
+/// recording look for the request in the database, find none, and keep its terminal and its
+/// writer; the cast has no handover in it.
+#[tokio::test]
+async fn a_forged_handover_notice_hands_nothing_over() {
+    let (a, _b, _dir, _cfg, ns, shared) = two_replicas("").await;
+    let (alice, id) = request(&a, &ns).await;
+    alice.wait_state(&id, &["Active"], T).await.unwrap();
+    let mut ws = open_terminal(&a, &alice, &id).await.unwrap();
+    type_and_see(&a, &mut ws, b"echo one-$((5*5))\r", "one-25").await;
+
+    let url = shared
+        .env()
+        .into_iter()
+        .find(|(k, _)| *k == "BREAKGLASS_DATABASE_URL")
+        .map(|(_, v)| v.to_string())
+        .unwrap();
+    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    let forged = json!({ "origin": uuid::Uuid::now_v7(), "t": "handover", "id": id }).to_string();
+    sqlx::query("SELECT pg_notify('breakglass', $1)")
+        .bind(&forged)
+        .execute(&db)
+        .await
+        .unwrap();
+    db.close().await;
+    breakglass_e2e::wait_until("A read the forged notice and ignored it", T, || async {
+        Ok(a.log_text()
+            .contains("no replica's request in the database stands behind")
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", a.log_text()));
+
+    // The terminal on A still works, and nothing was handed over.
+    type_and_see(&a, &mut ws, b"echo two-$((6*6))\r", "two-36").await;
+    end_and_wait(&alice, &id).await;
+    let (_, events) = recording_of(&alice, &id).await;
+    let out = output_of(&events);
+    assert_eq!(count(&out, "two-36"), 1, "{out:?}");
+    let markers = markers_of(&events);
+    assert!(
+        !markers.iter().any(|m| m.contains("handed over")),
+        "{markers:?}"
+    );
 }

@@ -11,7 +11,8 @@
 //! the next replica that needs the recording continues it (`CastWriter::resume`).
 //!
 //! The terminal works through any replica because the writer follows it: a replica that gets
-//! the terminal of a session recorded elsewhere asks for the writer (`Store::ask_handover`);
+//! the terminal of a session recorded elsewhere asks for the writer (its `handover:<id>` lease
+//! is the request, `Store::ask_handover` the notice that makes the holder read it);
 //! the holder closes its terminal, waits for its relay to stop, stores everything with a
 //! `handed over` marker and gives the lease up; the new replica continues the cast from the
 //! version on the row. A holder that died answers nothing, and its lease running out is the
@@ -19,6 +20,7 @@
 
 mod anchor;
 mod finals;
+mod handover;
 mod keeper;
 mod making;
 mod reading;
@@ -212,10 +214,22 @@ impl Recorder {
             return Ok(w.clone());
         }
         if !self.claim(s.id).await? {
-            if let Err(e) = self.db.ask_handover(s.id).await {
+            let ttl = i64::try_from(self.lease_ttl().as_millis()).unwrap_or(i64::MAX);
+            let asked = self
+                .db
+                .try_lease(&handover::name(s.id), &self.holder, now_ms(), ttl)
+                .await;
+            if let Err(e) = asked.as_ref() {
+                tracing::warn!(id = %s.id, error = %e, "cannot write the request for the recording's writer; waiting for its lease");
+            } else if let Err(e) = self.db.ask_handover(s.id).await {
                 tracing::warn!(id = %s.id, error = %e, "cannot ask for the recording's writer; waiting for its lease");
             }
-            if !self.await_lease(s.id).await? {
+            let got = self.await_lease(s.id).await;
+            let _ = self
+                .db
+                .release_lease(&handover::name(s.id), &self.holder)
+                .await;
+            if !got? {
                 return Err(self.held_elsewhere());
             }
         }
@@ -255,37 +269,6 @@ impl Recorder {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-    }
-
-    /// Hands the writer of `id` over to the replica that asked for it: this replica's terminal
-    /// is closed and its relay stopped first (every byte it read from the pod is then in the
-    /// cast), the cast is stored with a `handed over` marker and its version put on the row,
-    /// and the lease is given up. Nothing to do when this replica does not write `id`.
-    pub async fn hand_over(&self, id: Uuid) {
-        let live = self.writers.lock().await.get(&id).cloned();
-        let Some(writer) = live.filter(|w| !w.is_closed()) else {
-            return;
-        };
-        self.connections
-            .close_and_wait(
-                id,
-                breakglass_shared::terminal::close::TAKEN_OVER,
-                "this terminal was opened through another server replica".into(),
-            )
-            .await;
-        match writer
-            .hand_off("the terminal moved to another server replica")
-            .await
-        {
-            Ok(v) => {
-                tracing::info!(%id, bytes = v.bytes, "recording handed over to another replica");
-            }
-            Err(e) => {
-                tracing::warn!(%id, error = %e, "the recording's last part was not stored before the handover");
-            }
-        }
-        self.writers.lock().await.remove(&id);
-        self.release(id).await;
     }
 
     /// The stored recording of `id`, read back (its segments checked) to continue it.
