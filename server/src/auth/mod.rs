@@ -20,7 +20,6 @@ use breakglass_shared::api::CSRF_HEADER;
 use breakglass_shared::names::{self, NameError};
 use breakglass_shared::{ErrorCode, PermissionSet, Session};
 use hmac::{Hmac, Mac};
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use uuid::Uuid;
@@ -29,8 +28,11 @@ use crate::config::{Config, Environment};
 use crate::error::ApiError;
 use crate::store::{Login, LoginSelector, LoginSource, Store};
 
+mod login;
 pub mod oidc;
 pub mod tokens;
+
+pub use login::{begin_login, current_of, NewLogin, ProviderTokens};
 
 /// Name of the session cookie on plain http; see [`session_cookie_name`].
 pub const SESSION_COOKIE: &str = "breakglass_session";
@@ -418,67 +420,6 @@ async fn end_login(
         .revoke_logins(&LoginSelector::Id(login.id), "identity provider", now)
         .await?;
     Ok(None)
-}
-
-/// What an identity provider handed over at sign-in (nothing for the dev login).
-#[derive(Debug, Clone, Default)]
-pub struct ProviderTokens {
-    /// The ID token, the hint of an RP-initiated logout.
-    pub id_token: Option<String>,
-    /// The refresh token the login's claims are asked again with.
-    pub refresh_token: Option<String>,
-}
-
-/// Starts a login of `user` made through `source` (its groups are `groups`), lasting
-/// `lifetime`: the record in `store` (the provider's tokens sealed, see [`tokens`]), and the
-/// cookie that names it.
-pub async fn begin_login(
-    config: &Config,
-    key: &Key,
-    store: &dyn Store,
-    user: &str,
-    source: LoginSource,
-    groups: Vec<String>,
-    lifetime: time::Duration,
-    tokens: ProviderTokens,
-) -> Result<(Login, Cookie<'static>), ApiError> {
-    let mut nonce = [0u8; 16];
-    rand::thread_rng().fill_bytes(&mut nonce);
-    let now = time::OffsetDateTime::now_utc();
-    let id = Uuid::new_v4();
-    let seal = tokens::TokenSeal::new(config, key);
-    let login = Login {
-        id,
-        user: user.to_string(),
-        source,
-        groups,
-        nonce: hex::encode(nonce),
-        created_at: now,
-        expires_at: now + lifetime,
-        revoked_at: None,
-        revoked_by: None,
-        id_token: tokens.id_token.map(|t| seal.seal(id, &t)),
-        refresh_token: tokens.refresh_token.map(|t| seal.seal(id, &t)),
-        claims_checked_at: now,
-    };
-    store.insert_login(&login).await?;
-    let cookie = session_cookie(config, &CookieClaims { login: login.id });
-    Ok((login, cookie))
-}
-
-/// The caller as [`identify`] sees a just-made `login` (for the answer of a sign-in).
-pub fn current_of(key: &Key, login: &Login, groups: Vec<String>) -> CurrentUser {
-    CurrentUser {
-        name: login.user.clone(),
-        groups,
-        csrf_token: csrf_token(key, &login.user, &login.nonce),
-        nonce: login.nonce.clone(),
-        source: match login.source {
-            LoginSource::Dev => Source::DevCookie,
-            LoginSource::Oidc => Source::Oidc,
-        },
-        login: Some(login.id),
-    }
 }
 
 /// Refuses a request whose `Origin` is present and not ours.

@@ -12,7 +12,7 @@ use breakglass_shared::{ErrorBody, ErrorCode};
 
 use super::extract::ApiJson;
 use super::whoami_for;
-use crate::auth::{begin_login, check_origin, current_of, ProviderTokens};
+use crate::auth::{begin_login, check_origin, current_of, NewLogin, ProviderTokens};
 use crate::cluster::Clusters;
 use crate::config::Config;
 use crate::error::ApiError;
@@ -63,11 +63,13 @@ pub async fn login(
         &config,
         &key,
         store.as_ref(),
-        &user.name,
-        LoginSource::Dev,
-        Vec::new(),
-        time::Duration::seconds(DEV_LOGIN_SECONDS),
-        ProviderTokens::default(),
+        NewLogin {
+            user: &user.name,
+            source: LoginSource::Dev,
+            groups: Vec::new(),
+            lifetime: time::Duration::seconds(DEV_LOGIN_SECONDS),
+            tokens: ProviderTokens::default(),
+        },
     )
     .await?;
     let current = current_of(&key, &login, user.groups.clone());

@@ -19,7 +19,7 @@ pub use crate::auth::oidc::OidcProvider;
 use crate::auth::oidc::{safe_return_path, OidcError, PendingLogin, Provider, LOGIN_SECONDS};
 use crate::auth::tokens::TokenSeal;
 use crate::auth::{
-    begin_login, is_https, session_cookie_removal, CurrentUser, ProviderTokens, Source,
+    begin_login, is_https, session_cookie_removal, CurrentUser, NewLogin, ProviderTokens, Source,
 };
 use crate::config::Config;
 use crate::error::ApiError;
@@ -172,13 +172,15 @@ async fn complete(
         config,
         key,
         store,
-        &user,
-        LoginSource::Oidc,
-        who.groups,
-        lifetime,
-        ProviderTokens {
-            id_token: Some(who.id_token),
-            refresh_token: who.refresh_token,
+        NewLogin {
+            user: &user,
+            source: LoginSource::Oidc,
+            groups: who.groups,
+            lifetime,
+            tokens: ProviderTokens {
+                id_token: Some(who.id_token),
+                refresh_token: who.refresh_token,
+            },
         },
     )
     .await
