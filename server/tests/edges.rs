@@ -186,34 +186,51 @@ async fn a_method_a_client_makes_up_is_one_metric_label() {
     );
 }
 
-/// The `Set-Cookie` lines of a response.
-fn set_cookies(r: &common::Resp) -> Vec<String> {
-    r.headers
+/// The `__Host-` session cookie a successful answer sets (or removes), whole.
+fn host_session_cookie(r: &common::Resp) -> String {
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let cookies: Vec<String> = r
+        .headers
         .get_all(header::SET_COOKIE)
         .iter()
         .map(|v| v.to_str().unwrap().to_string())
-        .collect()
+        .collect();
+    cookies
+        .iter()
+        .find(|c| c.starts_with("__Host-breakglass_session="))
+        .cloned()
+        .unwrap_or_else(|| panic!("{cookies:?}"))
+}
+
+/// A POST to `path` on https://bg.example, from its own page, with `headers` and `body`.
+fn post_on_bg(path: &str, headers: &[(&str, &str)], body: &'static str) -> Request<Body> {
+    let mut r = Request::builder()
+        .method(Method::POST)
+        .uri(path)
+        .header(header::HOST, "bg.example")
+        .header(header::ORIGIN, "https://bg.example");
+    for (name, value) in headers {
+        r = r.header(*name, *value);
+    }
+    r.body(Body::from(body)).unwrap()
 }
 
 #[tokio::test]
 async fn on_https_the_session_cookie_is_host_prefixed_and_its_removal_is_secure() {
-    let file: FileConfig = toml::from_str(r#"public_url = "https://bg.example""#).unwrap();
+    // The dev login signs alice in; beside https it needs its explicit override.
+    let file: FileConfig = toml::from_str(
+        "public_url = \"https://bg.example\"\n[dev_login]\nunsafe_beside_real_sign_in = true",
+    )
+    .unwrap();
     let s = common::server_with("sqlite", None, file).await;
-    let login = Request::builder()
-        .method(Method::POST)
-        .uri("/api/breakglass/auth/dev-login")
-        .header(header::HOST, "bg.example")
-        .header(header::ORIGIN, "https://bg.example")
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(r#"{"user":"alice"}"#))
-        .unwrap();
-    let r = s.raw(login).await;
-    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    let cookies = set_cookies(&r);
-    let session = cookies
-        .iter()
-        .find(|c| c.starts_with("__Host-breakglass_session="))
-        .unwrap_or_else(|| panic!("{cookies:?}"));
+    let r = s
+        .raw(post_on_bg(
+            "/api/breakglass/auth/dev-login",
+            &[(header::CONTENT_TYPE.as_str(), "application/json")],
+            r#"{"user":"alice"}"#,
+        ))
+        .await;
+    let session = host_session_cookie(&r);
     for attr in ["Secure", "Path=/", "HttpOnly"] {
         assert!(session.split("; ").any(|a| a == attr), "{attr}: {session}");
     }
@@ -237,22 +254,14 @@ async fn on_https_the_session_cookie_is_host_prefixed_and_its_removal_is_secure(
     let plain = cookie.replacen("__Host-", "", 1);
     assert!(s.raw(whoami(plain)).await.body["user"].is_null());
 
-    let logout = Request::builder()
-        .method(Method::POST)
-        .uri("/api/breakglass/auth/logout")
-        .header(header::HOST, "bg.example")
-        .header(header::ORIGIN, "https://bg.example")
-        .header(header::COOKIE, &cookie)
-        .header("x-csrf-token", csrf)
-        .body(Body::empty())
-        .unwrap();
-    let r = s.raw(logout).await;
-    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    let cookies = set_cookies(&r);
-    let removal = cookies
-        .iter()
-        .find(|c| c.starts_with("__Host-breakglass_session="))
-        .unwrap_or_else(|| panic!("{cookies:?}"));
+    let r = s
+        .raw(post_on_bg(
+            "/api/breakglass/auth/logout",
+            &[("cookie", cookie.as_str()), ("x-csrf-token", csrf.as_str())],
+            "",
+        ))
+        .await;
+    let removal = host_session_cookie(&r);
     assert!(removal.split("; ").any(|a| a == "Secure"), "{removal}");
     assert!(removal.contains("Max-Age=0"), "{removal}");
 }

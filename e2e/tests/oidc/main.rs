@@ -224,19 +224,7 @@ impl Setup {
     }
 
     async fn logins(&self) -> anyhow::Result<i64> {
-        let url = breakglass_e2e::server::database_url_of(&self.dir.path().join("data"));
-        let count = "SELECT COUNT(*) FROM breakglass_logins";
-        Ok(if url.starts_with("postgres") {
-            let db = sqlx::PgPool::connect(&url).await?;
-            let n = sqlx::query_scalar(count).fetch_one(&db).await?;
-            db.close().await;
-            n
-        } else {
-            let db = sqlx::SqlitePool::connect(&url).await?;
-            let n = sqlx::query_scalar(count).fetch_one(&db).await?;
-            db.close().await;
-            n
-        })
+        Ok(i64::try_from(self.stored_tokens().await?.len())?)
     }
 }
 
