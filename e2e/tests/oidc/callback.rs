@@ -85,20 +85,20 @@ fn percent_encode(s: &str) -> String {
         .collect()
 }
 
-/// The length of a signed cookie's signature, ahead of its value (the `cookie` crate's base64
-/// of an HMAC-SHA256).
-const SIGNATURE_LEN: usize = 44;
-
-/// The pending cookie `sent` (as it goes over the wire) opened: its signature and the sign-in
-/// it keeps (state, nonce, PKCE verifier, where to return).
-fn open_pending(sent: &str) -> anyhow::Result<(String, Value)> {
-    let raw = percent_decode(sent);
-    let (signature, value) = raw
-        .split_at_checked(SIGNATURE_LEN)
-        .ok_or_else(|| anyhow!("the pending cookie is shorter than its signature: {raw}"))?;
-    let pending = serde_json::from_str(value)
-        .with_context(|| format!("the pending cookie holds no sign-in: {value}"))?;
-    Ok((signature.to_string(), pending))
+/// The pending cookie `sent` (as it goes over the wire) opened with the server's cookie key
+/// (the one it generated in its data directory): the sign-in it keeps (state, nonce, PKCE
+/// verifier, where to return). Encrypted, so nobody but the server reads it.
+fn open_pending(s: &Setup, sent: &str) -> anyhow::Result<Value> {
+    let key = std::fs::read(s.dir.path().join("data").join("cookie.key"))?;
+    let key = cookie::Key::try_from(key.as_slice())?;
+    let mut jar = cookie::CookieJar::new();
+    jar.add_original(cookie::Cookie::new(PENDING_COOKIE, percent_decode(sent)));
+    let opened = jar
+        .private(&key)
+        .get(PENDING_COOKIE)
+        .ok_or_else(|| anyhow!("the pending cookie does not open with the server's key"))?;
+    serde_json::from_str(opened.value())
+        .with_context(|| format!("the pending cookie holds no sign-in: {}", opened.value()))
 }
 
 #[tokio::test]
@@ -219,7 +219,11 @@ async fn the_authorization_request_carries_pkce_a_state_and_a_nonce() -> anyhow:
     let sent = agent
         .cookie(&s.url(CALLBACK), PENDING_COOKIE)
         .ok_or_else(|| anyhow!("no pending cookie"))?;
-    let (_, pending) = open_pending(&sent)?;
+    assert!(
+        !percent_decode(&sent).contains(&state),
+        "the pending cookie is encrypted, not only signed: {sent}"
+    );
+    let pending = open_pending(&s, &sent)?;
     assert_eq!(pending["state"], state.as_str(), "{pending}");
     assert_eq!(pending["nonce"], nonce.as_str(), "{pending}");
 
@@ -307,9 +311,9 @@ async fn a_code_without_its_pkce_verifier_is_refused() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A pending cookie altered in the browser (another PKCE verifier, the signature kept) is no
-/// sign-in of ours: the callback is refused before the code is spent, and the code still
-/// completes with the cookie the server made.
+/// A pending cookie altered in the browser (one byte of its ciphertext changed) is no sign-in
+/// of ours: the callback is refused before the code is spent, and the code still completes
+/// with the cookie the server made.
 #[tokio::test]
 async fn an_altered_pending_cookie_is_refused_before_the_code_is_spent() -> anyhow::Result<()> {
     let s = Setup::start(None, "").await?;
@@ -321,9 +325,15 @@ async fn an_altered_pending_cookie_is_refused_before_the_code_is_spent() -> anyh
     let sent = agent
         .cookie(&here, PENDING_COOKIE)
         .ok_or_else(|| anyhow!("no pending cookie"))?;
-    let (signature, mut pending) = open_pending(&sent)?;
-    pending["pkce_verifier"] = "a-verifier-of-someone-else-0123456789-abcdefghijklmnop".into();
-    let altered = percent_encode(&format!("{signature}{pending}"));
+    open_pending(&s, &sent)?;
+    let mut raw = percent_decode(&sent).into_bytes();
+    let mid = raw.len() / 2;
+    raw[mid] = if raw[mid] == b'A' { b'B' } else { b'A' };
+    let altered = percent_encode(&String::from_utf8(raw)?);
+    assert!(
+        open_pending(&s, &altered).is_err(),
+        "the alteration is seen"
+    );
     agent.set_cookie(
         &here,
         &format!("{PENDING_COOKIE}={altered}; Path={PENDING_PATH}"),

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::{Extension, Json};
-use axum_extra::extract::cookie::{Cookie, Key, SameSite, SignedCookieJar};
+use axum_extra::extract::cookie::{Cookie, Key, PrivateCookieJar, SameSite, SignedCookieJar};
 use breakglass_shared::api::{LogoutResponse, OIDC_LOGIN_PATH};
 use breakglass_shared::ErrorBody;
 use serde::Deserialize;
@@ -74,9 +74,9 @@ pub struct CallbackQuery {
 pub async fn oidc_login(
     State(config): State<Arc<Config>>,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
-    jar: SignedCookieJar,
+    jar: PrivateCookieJar,
     ApiQuery(q): ApiQuery<LoginQuery>,
-) -> Result<(SignedCookieJar, Redirect), SignInPage> {
+) -> Result<(PrivateCookieJar, Redirect), SignInPage> {
     let provider = provider.ok_or(SignInPage::NotConfigured)?;
     let (url, pending) = provider
         .begin(safe_return_path(q.return_to.as_deref()))
@@ -109,18 +109,21 @@ pub async fn oidc_callback(
     State(key): State<Key>,
     State(store): State<Arc<dyn Store>>,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
+    pending_jar: PrivateCookieJar,
     jar: SignedCookieJar,
     ApiQuery(q): ApiQuery<CallbackQuery>,
 ) -> Response {
     let (name, path) = pending_cookie(&config);
-    let pending = jar
+    let pending = pending_jar
         .get(name)
         .and_then(|c| serde_json::from_str::<PendingLogin>(c.value()).ok());
     // A sign-in is completed (or fails) once: the same callback again finds nothing pending.
-    let jar = jar.remove(Cookie::build(name).path(path).secure(is_https(&config)));
+    let pending_jar = pending_jar.remove(Cookie::build(name).path(path).secure(is_https(&config)));
     match complete(&config, &key, store.as_ref(), provider, pending, q).await {
-        Ok((cookie, return_to)) => (jar.add(cookie), Redirect::to(&return_to)).into_response(),
-        Err(page) => (jar, page).into_response(),
+        Ok((cookie, return_to)) => {
+            (pending_jar, jar.add(cookie), Redirect::to(&return_to)).into_response()
+        }
+        Err(page) => (pending_jar, page).into_response(),
     }
 }
 
