@@ -234,7 +234,13 @@ impl ServerProcess {
             bail!("server exited before listening")
         })
         .await
-        .map_err(|_| anyhow!("server did not start listening within 60 s"))??;
+        .map_err(|_| anyhow!("server did not start listening within 60 s"))?
+        .with_context(|| {
+            format!(
+                "the server's log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        })?;
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         check_armed(&log, log_start, env)?;

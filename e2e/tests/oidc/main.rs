@@ -65,8 +65,20 @@ impl Setup {
         Setup::start_with(issuer, extra, "").await
     }
 
-    /// Like [`Setup::start`], with `top` keys before the `[auth.oidc]` section.
+    /// Like [`Setup::start`], with `top` keys before the `[auth.oidc]` section. The server's
+    /// port is picked before it starts (the redirect URL names it), so another process may
+    /// take it first: then it starts again on another port.
     async fn start_with(issuer: Option<&str>, extra: &str, top: &str) -> anyhow::Result<Setup> {
+        let mut attempt = 1;
+        loop {
+            match Setup::start_once(issuer, extra, top).await {
+                Err(e) if attempt < 3 && format!("{e:#}").contains("in use") => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(issuer: Option<&str>, extra: &str, top: &str) -> anyhow::Result<Setup> {
         let provider = Provider::shared()?;
         let port = free_port()?;
         let base = format!("http://127.0.0.1:{port}");
