@@ -1,8 +1,9 @@
 //! The Helm chart (`deploy/helm/breakglass`) with the pinned Helm (`scripts/helm.sh`): `helm
 //! lint` with both example value files; their `helm template` output applied with a
-//! server-side dry run to a real kube-apiserver; the chart's refusals (two replicas on SQLite,
-//! keys the chart owns); and its standing RBAC compared, object by object, with what
-//! `breakglass-server policies render` gives for the same configuration and identity.
+//! server-side dry run to a real kube-apiserver; the chart's refusals (an Ingress without TLS,
+//! two replicas on SQLite, keys the chart owns); and its standing RBAC compared, object by
+//! object, with what `breakglass-server policies render` gives for the same configuration and
+//! identity.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -234,7 +235,7 @@ async fn both_installs_pass_a_server_side_dry_run() {
 fn two_replicas_need_postgres_and_chart_owned_keys_are_refused() {
     let ground = example("ground.yaml");
     let flight = example("flight.yaml");
-    let refusals: [(&Path, &[&str], &[&str]); 4] = [
+    let refusals: [(&Path, &[&str], &[&str]); 5] = [
         (
             &ground,
             &["replicaCount=2"],
@@ -255,6 +256,15 @@ fn two_replicas_need_postgres_and_chart_owned_keys_are_refused() {
             &["config=database_url = \"sqlite:///x.db\""],
             &["config: `database_url` is set by the chart"],
         ),
+        (
+            &flight,
+            &["ingress.tlsSecretName="],
+            &[
+                "ingress.tlsSecretName",
+                "plain http",
+                "ingress.allowPlainHttp",
+            ],
+        ),
     ];
     for (values, set, expected) in refusals {
         let outcome = template("breakglass", values, set).unwrap();
@@ -269,6 +279,10 @@ fn two_replicas_need_postgres_and_chart_owned_keys_are_refused() {
     for (values, set) in [
         (&ground, &["replicaCount=1"][..]),
         (&flight, &["replicaCount=2"][..]),
+        (
+            &flight,
+            &["ingress.tlsSecretName=", "ingress.allowPlainHttp=true"][..],
+        ),
     ] {
         let outcome = template("breakglass", values, set).unwrap();
         assert!(outcome.is_ok(), "{set:?}: {outcome:?}");

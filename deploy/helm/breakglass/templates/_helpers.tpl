@@ -65,6 +65,9 @@ checks them.
 {{- if and $v.recordings.s3.endpoint (not $v.recordings.s3.existingSecret) -}}
 {{- fail "recordings.s3.existingSecret: the bucket needs the Secret with the server's access key pair" -}}
 {{- end -}}
+{{- if and $v.ingress.enabled (not $v.ingress.tlsSecretName) (not $v.ingress.allowPlainHttp) -}}
+{{- fail "ingress.tlsSecretName: the Ingress would serve sign-in cookies and terminals over plain http; name the Secret with the host's certificate, or set ingress.allowPlainHttp=true where TLS ends before the Ingress" -}}
+{{- end -}}
 {{- range $key := list "server_namespace" "listen" "data_dir" "static_dir" "database_url" "session_secret" -}}
 {{- if regexMatch (printf "(?m)^\\s*%s\\s*=" $key) $v.config -}}
 {{- fail (printf "config: `%s` is set by the chart (see values.yaml), remove it from config" $key) -}}
