@@ -81,8 +81,13 @@ pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
     }
     tokio::spawn(sweep::run(ctx.clone()));
     let head_timeout = ctx.config.limits.request_timeout;
+    let budget = http::sockets::SocketBudget::new(
+        ctx.config.limits.connections,
+        ctx.config.limits.connections_per_address,
+        ctx.config.trusted_proxies.clone(),
+    );
     let router = app(AppState(ctx));
-    serve_http(listener, router, head_timeout, shutdown_signal()).await;
+    serve_http(listener, router, head_timeout, budget, shutdown_signal()).await;
     Ok(())
 }
 
@@ -90,12 +95,14 @@ pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
 ///
 /// What `axum::serve` does, plus a deadline for each request's head: without a timer, a client
 /// sending its headers a byte at a time holds a connection (and a task) for as long as it
-/// likes, and enough of them take every socket the server may open. The body and the answer
-/// have their own bounds (`http::limits`).
+/// likes, and enough of them take every socket the server may open; and a bound on the open
+/// connections (`http::sockets`). The body and the answer have their own bounds
+/// (`http::limits`).
 async fn serve_http<L>(
     mut listener: L,
     router: axum::Router,
     head_timeout: std::time::Duration,
+    budget: http::sockets::SocketBudget,
     signal: impl std::future::Future<Output = ()>,
 ) where
     L: axum::serve::Listener<Addr = std::net::SocketAddr>,
@@ -120,6 +127,11 @@ async fn serve_http<L>(
             conn = listener.accept() => conn,
             () = &mut signal => break,
         };
+        // Past a bound the socket is closed here, before a byte of it is read.
+        let Some(ticket) = budget.admit(peer.ip()) else {
+            tracing::debug!(%peer, "connection refused: the connection bounds are reached");
+            continue;
+        };
         let service =
             router
                 .clone()
@@ -131,7 +143,7 @@ async fn serve_http<L>(
                 });
         let conn = builder
             .serve_connection_with_upgrades(
-                TokioIo::new(io),
+                TokioIo::new(http::sockets::Counted::new(io, ticket)),
                 hyper_util::service::TowerToHyperService::new(service),
             )
             .into_owned();
@@ -209,6 +221,7 @@ mod tests {
             super::no_delay(listener),
             router,
             Duration::from_secs(30),
+            crate::http::sockets::SocketBudget::new(16, 16, vec![]),
             std::future::pending(),
         ));
         let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();

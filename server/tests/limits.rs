@@ -114,39 +114,11 @@ async fn a_read_that_hangs_on_a_cluster_answers_at_the_timeout() {
 /// a socket of the server's) as long as it likes.
 #[tokio::test]
 async fn a_request_head_that_trickles_in_is_cut_off_at_the_timeout() {
-    use std::io::{BufRead as _, BufReader};
-    use std::process::{Command, Stdio};
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("breakglass.toml");
-    std::fs::write(&config, "[limits]\nrequest_timeout_seconds = 1\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_breakglass-server"))
-        .arg("--dev")
-        .arg("--no-clusters")
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .arg("--data-dir")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    // Read to the end: a closed pipe would fail the server's next line of output.
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(a) = line.strip_prefix("break-glass is listening: open http://") {
-                let _ = tx.send(a.trim_end_matches('/').to_string());
-            }
-        }
-    });
-    let url = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the server says where it listens");
+    let (mut child, url) =
+        common::real_server(dir.path(), "[limits]\nrequest_timeout_seconds = 1\n");
 
     let mut slow = tokio::net::TcpStream::connect(&url).await.unwrap();
     slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: breakglass\r\n")

@@ -168,6 +168,12 @@ pub struct LimitsFileConfig {
     /// Live-update streams (`GET /events`, one per open tab) one user may hold open on one
     /// replica (default 16; 1 to 1000).
     pub live_streams_per_user: Option<u64>,
+    /// Connections the server holds open at once, whatever they carry (default 16384; 16 to
+    /// 1000000); past it a new one is closed as it is accepted.
+    pub connections: Option<u64>,
+    /// Connections one client address (an IPv6 client's /64) holds open at once (default
+    /// 4096; 1 to `connections`); the trusted proxies count in `connections` only.
+    pub connections_per_address: Option<u64>,
 }
 
 /// The resolved `[limits]`.
@@ -177,6 +183,10 @@ pub struct Limits {
     pub request_timeout: std::time::Duration,
     /// See [`LimitsFileConfig::live_streams_per_user`].
     pub live_streams_per_user: usize,
+    /// See [`LimitsFileConfig::connections`].
+    pub connections: usize,
+    /// See [`LimitsFileConfig::connections_per_address`].
+    pub connections_per_address: usize,
 }
 
 impl LimitsFileConfig {
@@ -193,9 +203,24 @@ impl LimitsFileConfig {
             1,
             1000,
         )?;
+        let total = within(
+            "limits.connections",
+            self.connections.unwrap_or(16_384),
+            16,
+            1_000_000,
+        )?;
+        let per_address = within(
+            "limits.connections_per_address",
+            self.connections_per_address.unwrap_or(4096.min(total)),
+            1,
+            total,
+        )?;
+        let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         Ok(Limits {
             request_timeout: std::time::Duration::from_secs(t),
-            live_streams_per_user: usize::try_from(n).unwrap_or(usize::MAX),
+            live_streams_per_user: size(n),
+            connections: size(total),
+            connections_per_address: size(per_address),
         })
     }
 }

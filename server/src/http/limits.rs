@@ -131,6 +131,8 @@ mod tests {
         let limits = Limits {
             request_timeout: Duration::from_millis(200),
             live_streams_per_user: 1,
+            connections: 16,
+            connections_per_address: 16,
         };
         let app = Router::new()
             .route("/s/{id}", get(std::future::pending::<&'static str>))

@@ -35,6 +35,7 @@ pub mod limits;
 pub mod recordings;
 pub mod sessions;
 pub mod sign_in;
+pub mod sockets;
 pub mod terminal;
 
 /// The OpenAPI document of the whole API.

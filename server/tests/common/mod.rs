@@ -314,3 +314,40 @@ cluster = {{ kind = "kubeconfig", path = "{}" }}
     let ctx = Context::with_clusters(config, clusters).await.unwrap();
     TestServer::over(ctx, dir)
 }
+
+/// The real server binary (`--dev --no-clusters`) on a loopback port with `config` as its
+/// file, its data in `dir`: the process and the `host:port` it listens on. Kill it when done.
+pub fn real_server(dir: &std::path::Path, config: &str) -> (std::process::Child, String) {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::{Command, Stdio};
+
+    let file = dir.join("breakglass.toml");
+    std::fs::write(&file, config).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_breakglass-server"))
+        .arg("--dev")
+        .arg("--no-clusters")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("--config")
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Read to the end: a closed pipe would fail the server's next line of output.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(a) = line.strip_prefix("break-glass is listening: open http://") {
+                let _ = tx.send(a.trim_end_matches('/').to_string());
+            }
+        }
+    });
+    let url = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the server says where it listens");
+    (child, url)
+}
