@@ -141,15 +141,21 @@ async fn serve_http<L>(
                         .insert(axum::extract::ConnectInfo(peer));
                     req
                 });
-        let conn = builder
-            .serve_connection_with_upgrades(
-                TokioIo::new(http::sockets::Counted::new(io, ticket)),
-                hyper_util::service::TowerToHyperService::new(service),
-            )
-            .into_owned();
-        let conn = graceful.watch(conn);
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let io = http::sockets::Counted::new(io, ticket);
+            let Some(io) = http::sockets::opening(io, head_timeout).await else {
+                tracing::debug!(%peer, "connection closed: it named no protocol in time");
+                return;
+            };
+            let conn = builder
+                .serve_connection_with_upgrades(
+                    TokioIo::new(io),
+                    hyper_util::service::TowerToHyperService::new(service),
+                )
+                .into_owned();
+            if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });

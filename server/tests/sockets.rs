@@ -1,6 +1,8 @@
 //! The real binary's connection bounds (`[limits] connections`, `connections_per_address`):
 //! silent connections count from the moment they are accepted, one past a bound is closed at
-//! once, the connections already open keep being served, and a closed one gives its place back.
+//! once, the connections already open keep being served, and a closed one gives its place back;
+//! a connection that names no protocol (or stops inside HTTP/2's preface) is closed at the
+//! request timeout.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -82,6 +84,31 @@ async fn silent_connections_are_bounded_in_all_and_per_address() {
     // A connection that was open all along is still served.
     let kept = health(second).await;
     assert!(kept.starts_with("HTTP/1.1 200"), "{kept}");
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+#[tokio::test]
+async fn a_connection_that_names_no_protocol_in_time_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url) =
+        common::real_server(dir.path(), "[limits]\nrequest_timeout_seconds = 1\n");
+    // Nothing at all; HTTP/2's preface cut short; the preface whole and then nothing.
+    let mut silent = connect_from("127.0.0.1", &url).await;
+    let mut cut = connect_from("127.0.0.1", &url).await;
+    cut.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let mut begun = connect_from("127.0.0.1", &url).await;
+    begun.write_all(b"GET /heal").await.unwrap();
+    for (what, tcp) in [
+        ("silent", &mut silent),
+        ("cut preface", &mut cut),
+        ("cut head", &mut begun),
+    ] {
+        assert!(closed_unanswered(tcp).await, "{what} still open after 10 s");
+    }
+    // A whole request is answered.
+    let ok = health(connect_from("127.0.0.1", &url).await).await;
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
     child.kill().unwrap();
     let _ = child.wait();
 }

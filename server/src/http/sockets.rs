@@ -9,6 +9,11 @@
 //!
 //! A connection counts until its socket closes, after a WebSocket upgrade too: the count rides
 //! on the socket ([`Counted`]), not on the HTTP connection that handed it over.
+//!
+//! Before HTTP starts, a connection must say which HTTP it speaks within the request timeout
+//! ([`opening`]): the listener tells HTTP/2's preface from HTTP/1 by the first bytes and waits
+//! for them with no timer of its own, so a client that sends nothing, or stops inside the
+//! preface, would hold its connection for good.
 
 use std::collections::HashMap;
 use std::io;
@@ -16,9 +21,10 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use ipnet::IpNet;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 
 /// The bounds and what is open now.
 #[derive(Debug, Clone)]
@@ -173,6 +179,89 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
     }
 }
 
+/// HTTP/2's connection preface (RFC 9113, 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Reads the first bytes of `io`, within `within`, until they tell HTTP/2's preface from
+/// anything else: the connection with them put back, or `None` when it said nothing decisive in
+/// time, or closed.
+pub async fn opening<IO: AsyncRead + Unpin>(mut io: IO, within: Duration) -> Option<Prefixed<IO>> {
+    let mut seen = Vec::with_capacity(H2_PREFACE.len());
+    let read = async {
+        while seen.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(&seen) {
+            let mut chunk = [0u8; 24];
+            let want = H2_PREFACE.len() - seen.len();
+            let n = io.read(&mut chunk[..want]).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        Some(())
+    };
+    tokio::time::timeout(within, read).await.ok().flatten()?;
+    Some(Prefixed {
+        prefix: seen,
+        at: 0,
+        io,
+    })
+}
+
+/// A connection whose first bytes were read ahead and are read again first.
+#[derive(Debug)]
+pub struct Prefixed<IO> {
+    prefix: Vec<u8>,
+    at: usize,
+    io: IO,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Prefixed<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.at < self.prefix.len() {
+            let n = (self.prefix.len() - self.at).min(buf.remaining());
+            let at = self.at;
+            buf.put_slice(&self.prefix[at..at + n]);
+            self.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Prefixed<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -198,6 +287,29 @@ mod tests {
         let _p2 = b.admit(ip("10.0.0.9")).unwrap();
         assert!(b.admit(ip("10.0.0.9")).is_none(), "the total is reached");
         assert!(b.admit(ip("198.51.100.7")).is_none());
+    }
+
+    #[tokio::test]
+    async fn the_opening_is_read_ahead_and_read_again() {
+        let short = Duration::from_millis(200);
+        for sent in [&b"GET / HTTP/1.1\r\n\r\n"[..], b"PO", H2_PREFACE] {
+            let (mut client, server) = tokio::io::duplex(64);
+            tokio::io::AsyncWriteExt::write_all(&mut client, sent)
+                .await
+                .unwrap();
+            let mut io = opening(server, short).await.unwrap();
+            let mut again = vec![0u8; sent.len()];
+            io.read_exact(&mut again).await.unwrap();
+            assert_eq!(again, sent);
+        }
+        // Nothing, or a preface cut short, within the time: no connection.
+        for sent in [&b""[..], b"PRI * HTTP/2.0\r\n"] {
+            let (mut client, server) = tokio::io::duplex(64);
+            tokio::io::AsyncWriteExt::write_all(&mut client, sent)
+                .await
+                .unwrap();
+            assert!(opening(server, short).await.is_none(), "{sent:?}");
+        }
     }
 
     #[test]
