@@ -122,11 +122,14 @@ impl Drop for Ticket {
     }
 }
 
-/// A socket holding its [`Ticket`] for as long as it is open.
+/// A socket holding its [`Ticket`] for as long as it is open, and the first bytes that
+/// [`opening`] read ahead, read again first.
 #[derive(Debug)]
 pub struct Counted<IO> {
     io: IO,
     _ticket: Ticket,
+    prefix: Vec<u8>,
+    at: usize,
 }
 
 impl<IO> Counted<IO> {
@@ -135,6 +138,8 @@ impl<IO> Counted<IO> {
         Counted {
             io,
             _ticket: ticket,
+            prefix: Vec::new(),
+            at: 0,
         }
     }
 }
@@ -145,6 +150,13 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.at < self.prefix.len() {
+            let n = (self.prefix.len() - self.at).min(buf.remaining());
+            let at = self.at;
+            buf.put_slice(&self.prefix[at..at + n]);
+            self.at += n;
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.io).poll_read(cx, buf)
     }
 }
@@ -182,16 +194,19 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
 /// HTTP/2's connection preface (RFC 9113, 3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Reads the first bytes of `io`, within `within`, until they tell HTTP/2's preface from
-/// anything else: the connection with them put back, or `None` when it said nothing decisive in
+/// Reads the first bytes of `socket`, within `within`, until they tell HTTP/2's preface from
+/// anything else: the socket with them put back, or `None` when it said nothing decisive in
 /// time, or closed.
-pub async fn opening<IO: AsyncRead + Unpin>(mut io: IO, within: Duration) -> Option<Prefixed<IO>> {
+pub async fn opening<IO: AsyncRead + Unpin>(
+    mut socket: Counted<IO>,
+    within: Duration,
+) -> Option<Counted<IO>> {
     let mut seen = Vec::with_capacity(H2_PREFACE.len());
     let read = async {
         while seen.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(&seen) {
             let mut chunk = [0u8; 24];
             let want = H2_PREFACE.len() - seen.len();
-            let n = io.read(&mut chunk[..want]).await.ok()?;
+            let n = socket.io.read(&mut chunk[..want]).await.ok()?;
             if n == 0 {
                 return None;
             }
@@ -200,66 +215,9 @@ pub async fn opening<IO: AsyncRead + Unpin>(mut io: IO, within: Duration) -> Opt
         Some(())
     };
     tokio::time::timeout(within, read).await.ok().flatten()?;
-    Some(Prefixed {
-        prefix: seen,
-        at: 0,
-        io,
-    })
-}
-
-/// A connection whose first bytes were read ahead and are read again first.
-#[derive(Debug)]
-pub struct Prefixed<IO> {
-    prefix: Vec<u8>,
-    at: usize,
-    io: IO,
-}
-
-impl<IO: AsyncRead + Unpin> AsyncRead for Prefixed<IO> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if self.at < self.prefix.len() {
-            let n = (self.prefix.len() - self.at).min(buf.remaining());
-            let at = self.at;
-            buf.put_slice(&self.prefix[at..at + n]);
-            self.at += n;
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Prefixed<IO> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
+    socket.prefix = seen;
+    socket.at = 0;
+    Some(socket)
 }
 
 #[cfg(test)]
@@ -289,6 +247,11 @@ mod tests {
         assert!(b.admit(ip("198.51.100.7")).is_none());
     }
 
+    fn counted<IO>(io: IO) -> Counted<IO> {
+        let ticket = SocketBudget::new(1, 1, vec![]).admit(IpAddr::from([192, 0, 2, 1]));
+        Counted::new(io, ticket.unwrap())
+    }
+
     #[tokio::test]
     async fn the_opening_is_read_ahead_and_read_again() {
         let short = Duration::from_millis(200);
@@ -297,7 +260,7 @@ mod tests {
             tokio::io::AsyncWriteExt::write_all(&mut client, sent)
                 .await
                 .unwrap();
-            let mut io = opening(server, short).await.unwrap();
+            let mut io = opening(counted(server), short).await.unwrap();
             let mut again = vec![0u8; sent.len()];
             io.read_exact(&mut again).await.unwrap();
             assert_eq!(again, sent);
@@ -308,7 +271,7 @@ mod tests {
             tokio::io::AsyncWriteExt::write_all(&mut client, sent)
                 .await
                 .unwrap();
-            assert!(opening(server, short).await.is_none(), "{sent:?}");
+            assert!(opening(counted(server), short).await.is_none(), "{sent:?}");
         }
     }
 
