@@ -154,7 +154,8 @@ async fn no_api_answer_is_cached_and_static_files_may_be() {
         ))
         .await;
     assert_eq!(r.status, StatusCode::MISDIRECTED_REQUEST);
-    // Outside the API nothing is forced: the hashed assets keep what the file server says.
+    // Outside the API nothing is forced (an ops route here; the frontend's hashed assets keep
+    // what the file server says).
     let r = s.raw(get("/healthz", "localhost", None)).await;
     assert!(r.headers.get(header::CACHE_CONTROL).is_none());
 }

@@ -324,17 +324,7 @@ pub async fn identify(
                 .extensions
                 .get::<oidc::OidcProvider>()
                 .and_then(|p| p.0.clone());
-            let seal = tokens::TokenSeal::new(config, key);
-            match recheck(
-                config,
-                &seal,
-                store,
-                provider,
-                settings.claims_refresh,
-                login,
-            )
-            .await?
-            {
+            match recheck(config, key, store, provider, settings.claims_refresh, login).await? {
                 Some(l) => {
                     let groups = l.groups.clone();
                     login = l;
@@ -361,18 +351,14 @@ pub async fn identify(
 /// reached leaves the login as it was until the next check: the person keeps working.
 async fn recheck(
     config: &Config,
-    seal: &tokens::TokenSeal,
+    key: &Key,
     store: &dyn Store,
     provider: Option<std::sync::Arc<oidc::Provider>>,
     every: time::Duration,
     mut login: Login,
 ) -> Result<Option<Login>, ApiError> {
     let now = time::OffsetDateTime::now_utc();
-    let refresh = login
-        .refresh_token
-        .as_deref()
-        .and_then(|t| seal.open(login.id, t));
-    let (Some(provider), Some(refresh)) = (provider, refresh) else {
+    let (Some(provider), Some(sealed)) = (provider, login.refresh_token.clone()) else {
         return Ok(Some(login));
     };
     if now - login.claims_checked_at < every
@@ -382,6 +368,11 @@ async fn recheck(
     {
         return Ok(Some(login));
     }
+    // Only a login due for its check opens its token: the seal's keys are not made per request.
+    let seal = tokens::TokenSeal::new(config, key);
+    let Some(refresh) = seal.open(login.id, &sealed) else {
+        return Ok(Some(login));
+    };
     match provider.refresh(&refresh).await {
         Ok(answer) => {
             if let Some((user, groups)) = answer.identity {

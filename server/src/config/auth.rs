@@ -426,11 +426,16 @@ impl OidcFileConfig {
 }
 
 fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        Some(url::Host::Domain(d)) => d == "localhost",
-        None => false,
+    url.host().is_some_and(|h| is_loopback_host(&h))
+}
+
+/// Whether `host` names this machine: a loopback address, `localhost`, or a name under
+/// `.localhost` (RFC 6761: never resolved anywhere else).
+pub fn is_loopback_host<S: AsRef<str>>(host: &url::Host<S>) -> bool {
+    match host {
+        url::Host::Ipv4(ip) => ip.is_loopback(),
+        url::Host::Ipv6(ip) => ip.is_loopback(),
+        url::Host::Domain(d) => d.as_ref() == "localhost" || d.as_ref().ends_with(".localhost"),
     }
 }
 

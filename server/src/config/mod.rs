@@ -23,8 +23,8 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 pub use auth::{
-    demo_users, AuthSectionConfig, DevLoginConfig, DevUser, OidcFileConfig, OidcSettings,
-    PublicUrl, UsernameClaim, OIDC_CALLBACK_PATH,
+    demo_users, is_loopback_host, AuthSectionConfig, DevLoginConfig, DevUser, OidcFileConfig,
+    OidcSettings, PublicUrl, UsernameClaim, OIDC_CALLBACK_PATH,
 };
 pub use environments::{
     demo_environments, is_pinned_image, ClusterCredentials, Environment, EnvironmentConfig,

@@ -12,15 +12,13 @@
 //! request that names no host at all is not one a browser sends (HTTP/1.1 requires `Host`), so
 //! it cannot come from a rebinding page; in-process callers (tests, the bench) send those.
 
-use std::net::IpAddr;
-
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use breakglass_shared::ErrorCode;
 
-use crate::config::PublicUrl;
+use crate::config::{is_loopback_host, PublicUrl};
 use crate::error::ApiError;
 
 /// The names this server answers to, decided once from the configuration.
@@ -118,22 +116,14 @@ fn split_authority(authority: &str) -> Option<(String, Option<u16>)> {
     named.then(|| (host.to_ascii_lowercase(), port))
 }
 
-/// `localhost`, a name under `.localhost` (RFC 6761: never resolved elsewhere), or a loopback
-/// address literal.
+/// A `Host` value's host (see [`split_authority`]) that names this machine.
 fn is_loopback_name(host: &str) -> bool {
-    let host = host.trim_end_matches('.');
-    if host == "localhost" || host.ends_with(".localhost") {
-        return true;
-    }
-    let literal = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    literal.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    url::Host::parse(host.trim_end_matches('.')).is_ok_and(|h| is_loopback_host(&h))
 }
 
-/// Routes that answer probes and scrapers under any name.
-fn is_ops(path: &str) -> bool {
+/// The ops routes: asked by probes and scrapers (under any name), counted apart from the API
+/// and the frontend.
+pub fn is_ops(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 

@@ -152,7 +152,7 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             headers::SecurityHeaders::new(
                 &state.config.static_dir,
-                state.config.public_url.as_ref().is_some_and(|u| u.secure),
+                crate::auth::is_https(&state.config),
             ),
             headers::add,
         ))
@@ -178,7 +178,7 @@ async fn count_requests(
     let path = req.uri().path();
     let surface = if path.starts_with("/api/") {
         "api"
-    } else if matches!(path, "/healthz" | "/readyz" | "/metrics") {
+    } else if host::is_ops(path) {
         "ops"
     } else {
         "frontend"
