@@ -154,6 +154,7 @@ pub fn end_reason(r: &EndReason, requester: &str) -> String {
             "The recording could not be kept, so the session could not go on.".into()
         }
         EndReason::AdminForceEnded => "An operator ended it.".into(),
+        EndReason::Revoked => "Its requester's access was taken away while it ran.".into(),
     }
 }
 

@@ -39,6 +39,10 @@ pub mod close {
     pub const TAKEN_OVER: u16 = 4009;
     /// The connection to the pod failed.
     pub const RELAY_ERROR: u16 = 4010;
+    /// The person's right to this terminal ended while it was open (they signed out, their
+    /// login was ended or expired, or they no longer hold the permission); the reason says
+    /// which.
+    pub const REVOKED: u16 = 4011;
 }
 
 /// A status message from the server.

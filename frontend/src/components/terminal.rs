@@ -54,6 +54,7 @@ pub fn after_close(code: u16) -> AfterClose {
             AfterClose::Stop("the terminal protocol failed (a bug; reload the page)")
         }
         close::TAKEN_OVER => AfterClose::Stop("the terminal was opened in another tab or window"),
+        close::REVOKED => AfterClose::Stop("your access to this terminal was taken back"),
         1000 => AfterClose::Stop("closed"),
         _ => AfterClose::Reconnect,
     }

@@ -165,6 +165,9 @@ pub enum EndReason {
     RecordingFailed,
     /// An operator forced it to end from the CLI.
     AdminForceEnded,
+    /// Its requester no longer holds the right to it (the identity provider or the
+    /// configuration took the permission away while it ran).
+    Revoked,
 }
 
 impl EndReason {

@@ -31,6 +31,7 @@ fn names_round_trip() {
         EndReason::RelayError,
         EndReason::RecordingFailed,
         EndReason::AdminForceEnded,
+        EndReason::Revoked,
     ] {
         assert_eq!(EndReason::from_parts(r.kind(), r.by()), Some(r.clone()));
     }
