@@ -13,6 +13,7 @@ use futures::{SinkExt, StreamExt};
 use uuid::Uuid;
 
 use crate::connections::{CloseReason, Connections};
+use crate::holds::{Held, Holder, Holds};
 use crate::ports::ClusterOps;
 use crate::recorder::Recorder;
 use crate::store::Store;
@@ -27,6 +28,8 @@ pub struct Relay {
     pub cluster: Option<Arc<dyn ClusterOps>>,
     /// This replica's open terminals.
     pub connections: Arc<Connections>,
+    /// What people hold open here, checked again every second (`crate::revocation`).
+    pub holds: Arc<Holds>,
 }
 
 /// A close frame; the reason is cut to the 123 bytes a close frame can carry (at a character
@@ -68,8 +71,10 @@ async fn close_with(mut ws: WebSocket, code: u16, reason: impl Into<String>) {
 }
 
 impl Relay {
-    /// Serves one upgraded connection of `user` to session `id`.
-    pub async fn serve(&self, ws: WebSocket, id: Uuid, user: String) {
+    /// Serves one upgraded connection of `holder` to session `id`, until it closes or the
+    /// holder's right to it ends.
+    pub async fn serve(&self, ws: WebSocket, id: Uuid, holder: Holder) {
+        let user = holder.name.clone();
         let session = match self.store.get(id).await {
             Ok(Some(s)) => s,
             Ok(None) => return close_with(ws, close::NOT_FOUND, "no such session").await,
@@ -94,6 +99,13 @@ impl Relay {
             // stranger which ids exist.
             Err(_) => return close_with(ws, close::NOT_FOUND, "no such session").await,
         }
+        let mut hold = self.holds.open(
+            holder,
+            Held::Terminal {
+                session: id,
+                environment: session.environment.clone(),
+            },
+        );
         let Some(cluster) = self
             .cluster
             .as_ref()
@@ -179,6 +191,10 @@ impl Relay {
                         Message::Close(_) => break CloseReason { code: 1000, reason: "closed by the browser".into() },
                         Message::Ping(_) | Message::Pong(_) => {}
                     }
+                }
+                why = hold.ended() => {
+                    let _ = writer.marker(&format!("access revoked: {why}"));
+                    break CloseReason { code: close::REVOKED, reason: why };
                 }
                 r = &mut closed_by_server => {
                     break r.unwrap_or(CloseReason { code: close::SESSION_ENDED, reason: "session ended".into() });

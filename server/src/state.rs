@@ -16,10 +16,12 @@ use breakglass_shared::api::SessionChange;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::watch;
 
+use crate::auth::oidc::OidcProvider;
 use crate::cluster::Clusters;
 use crate::config::Config;
 use crate::connections::Connections;
 use crate::fsutil::write_private;
+use crate::holds::Holds;
 use crate::lifecycle::{Lifecycle, Ports};
 pub use crate::metrics::Metrics;
 use crate::ports::ClusterOps;
@@ -52,6 +54,11 @@ pub struct Context {
     /// The cluster driver, for listings and guardrail reports; `None` when no environment
     /// has a cluster (the lifecycle holds it as its port too).
     pub clusters: Option<Arc<Clusters>>,
+    /// The terminals and live streams open on this replica, and who opened them: checked
+    /// again every second (`crate::revocation`).
+    pub holds: Arc<Holds>,
+    /// The OIDC provider (discovered on first use), shared by the sign-in and the checks.
+    pub oidc: OidcProvider,
 }
 
 /// Axum state: a cheap handle on the [`Context`].
@@ -88,6 +95,7 @@ parts! {
     Arc<Relay> => relay,
     Option<Arc<Clusters>> => clusters,
     Metrics => metrics,
+    Arc<Holds> => holds,
 }
 
 /// Errors while building the context.
@@ -171,12 +179,15 @@ impl Context {
             },
             recorder_events,
         );
+        let holds = Arc::<Holds>::default();
         let relay = Arc::new(Relay {
             store: store.clone(),
             recorder: recorder.clone(),
             cluster,
             connections,
+            holds: holds.clone(),
         });
+        let oidc = OidcProvider::for_config(&config);
         let ctx = Arc::new(Context {
             config: Arc::new(config),
             store,
@@ -188,8 +199,19 @@ impl Context {
             recorder,
             relay,
             clusters,
+            holds,
+            oidc,
         });
         tokio::spawn(follow(Arc::downgrade(&ctx), notices));
+        let checker = crate::revocation::Checker {
+            config: ctx.config.clone(),
+            key: ctx.key.clone(),
+            store: ctx.store.clone(),
+            oidc: ctx.oidc.clone(),
+            lifecycle: ctx.lifecycle.clone(),
+            holds: Arc::downgrade(&ctx.holds),
+        };
+        tokio::spawn(checker.run());
         Ok(ctx)
     }
 }

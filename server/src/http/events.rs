@@ -26,6 +26,7 @@ use super::limits::LiveStreams;
 use crate::auth::CurrentUser;
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::holds::{Held, Holds};
 use crate::metrics::Metrics;
 
 /// Decrements the open-streams gauge when the stream is dropped (client gone).
@@ -116,12 +117,16 @@ async fn render(
 pub async fn stream(
     State(config): State<Arc<Config>>,
     State(metrics): State<Metrics>,
+    State(holds): State<Arc<Holds>>,
     Extension(streams): Extension<LiveStreams>,
     Extension(fanout): Extension<Fanout>,
     user: CurrentUser,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let place = streams.open(&user.name)?;
     let visible = user.visible_environments(&config);
+    // The stream ends when the person's right to it does, or what they may see changes (the
+    // page reconnects and reads what it may see now); `crate::revocation` decides.
+    let mut hold = holds.open(crate::revocation::holder_of(&config, &user), Held::Events);
     metrics.sse_open.inc();
     let guard = OpenStream(metrics.sse_open);
     let changes = BroadcastStream::new(fanout.subscribe()).map(Result::ok);
@@ -136,6 +141,10 @@ pub async fn stream(
             Some(Rendered::Session { .. }) => None,
             Some(Rendered::Lagged) | None => lagged(),
         }
+    });
+    let stream = futures::StreamExt::take_until(stream, async move {
+        let why = hold.ended().await;
+        tracing::debug!(%why, "live-update stream ended by the server");
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }

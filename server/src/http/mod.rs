@@ -103,9 +103,7 @@ pub fn app(state: AppState) -> Router {
         // After the routes: it applies to those registered before it. Axum keeps `Allow`.
         .method_not_allowed_fallback(api_method_not_allowed)
         .fallback(api_not_found)
-        .layer(axum::Extension(sign_in::OidcProvider::for_config(
-            &state.config,
-        )))
+        .layer(axum::Extension(state.oidc.clone()))
         .layer(axum::Extension(events::Fanout::new(
             state.changes.clone(),
             state.missed.clone(),

@@ -23,6 +23,7 @@ use crate::auth::{
 };
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::holds::Holds;
 use crate::store::{LoginSelector, LoginSource, Store};
 use breakglass_shared::names;
 
@@ -206,6 +207,7 @@ pub async fn logout(
     State(config): State<Arc<Config>>,
     State(key): State<Key>,
     State(store): State<Arc<dyn Store>>,
+    State(holds): State<Arc<Holds>>,
     user: CurrentUser,
     Extension(OidcProvider(provider)): Extension<OidcProvider>,
     jar: SignedCookieJar,
@@ -227,6 +229,8 @@ pub async fn logout(
                 time::OffsetDateTime::now_utc(),
             )
             .await?;
+        // What this login holds open here ends now, not at the next check.
+        holds.wake.notify_one();
     }
     let end_session_url = match (user.source, provider) {
         (Source::Oidc, Some(p)) => p

@@ -45,11 +45,12 @@ pub async fn terminal(
         ));
     }
     check_origin(&config, &headers)?;
+    let holder = crate::revocation::holder_of(&config, &user);
     Ok(ws
         .max_message_size(breakglass_shared::terminal::MAX_FRAME * 2)
         // The browser sends keystrokes and resizes, a few bytes each: tungstenite's default
         // 128 KiB read buffer is zero-filled on the first read and then held by every open
         // terminal, idle or not (BENCHMARKS.md, "Relay and recording").
         .read_buffer_size(READ_BUFFER)
-        .on_upgrade(move |socket| async move { relay.serve(socket, id, user.name).await }))
+        .on_upgrade(move |socket| async move { relay.serve(socket, id, holder).await }))
 }
