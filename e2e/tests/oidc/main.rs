@@ -8,7 +8,8 @@
 //! `sign_in`: who gets in with which permissions, and the pages of a sign-in that fails;
 //! `callback`: what the authorization request carries and what the callback refuses (state,
 //! nonce, PKCE verifier, a tampered token or cookie); `refresh`: the provider asked again
-//! with the refresh token, on one replica and on two.
+//! with the refresh token, on one replica and on two; `revoked`: a group taken away at the
+//! provider ends the person's open terminal, stream and session (on the test control plane).
 
 use std::path::PathBuf;
 
@@ -21,6 +22,10 @@ use serde_json::{json, Value};
 
 mod callback;
 mod refresh;
+mod revoked;
+#[path = "../rig/mod.rs"]
+#[allow(clippy::unwrap_used)]
+mod rig;
 mod sign_in;
 
 const CALLBACK: &str = "/api/breakglass/auth/oidc/callback";

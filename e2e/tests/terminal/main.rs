@@ -278,6 +278,7 @@ mod leftovers;
 mod relay;
 mod replicas;
 mod restarts;
+mod revocation;
 mod store_failures;
 use replicas::open_when_free;
 use store_failures::{assert_no_grants, wait_stored};

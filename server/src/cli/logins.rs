@@ -1,7 +1,8 @@
 //! `breakglass-server logins list|revoke`: the administrator's hold on who is signed in. A
 //! login ended here is refused on the next request of every copy of its cookie, on every
-//! replica (they read the same table), so removing someone's access does not wait for their
-//! cookie to expire.
+//! replica (they read the same table), and what it holds open (terminals, live streams) ends
+//! within two seconds (`crate::revocation`), so removing someone's access does not wait for
+//! their cookie to expire.
 
 use std::process::ExitCode;
 

@@ -1,0 +1,63 @@
+//! A right taken back while the terminal is open: an administrator ends the person's logins
+//! from the command line (another process: only the database tells the server), and the open
+//! terminal closes within two seconds saying why. The session itself stays theirs: signing in
+//! again brings the same shell back, and the recording marks where access was taken.
+
+use super::*;
+
+#[tokio::test]
+async fn ending_a_login_closes_its_open_terminal_within_two_seconds() {
+    let (server, alice, id, dir, _ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo here-$((6*7))\r", "here-42").await;
+
+    let data = dir.path().join("data");
+    let out = breakglass_e2e::server::cli_command(&data)
+        .unwrap()
+        .args(["logins", "revoke", "--user", "alice", "--by", "security"])
+        .arg("--config")
+        .arg(dir.path().join("server.toml"))
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let revoked = tokio::time::Instant::now();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, reason) = closed_with(&mut ws).await;
+    let took = revoked.elapsed();
+    assert_eq!(code, close::REVOKED, "{reason}\n{}", server.log_text());
+    assert!(reason.contains("sign-in ended"), "{reason}");
+    assert!(
+        took <= Duration::from_secs(2),
+        "closed {took:?} after the revoke"
+    );
+    eprintln!("the terminal closed {took:?} after `logins revoke`");
+
+    // The old cookie opens nothing any more; a new sign-in gets the same shell back.
+    assert_eq!(
+        handshake(&server, &alice, &id, Some(&server.url)).await,
+        Some(401)
+    );
+    let again = server.login("alice").await.unwrap();
+    let session = again.session(&id).await.unwrap();
+    assert_eq!(session["session"]["state"], "Active", "{session}");
+    let mut ws = connect(&server, &again, &id).await;
+    type_and_see(&server, &mut ws, b"echo back-$((7*7))\r", "back-49").await;
+    end_and_wait(&again, &id).await;
+    let (_, events) = recording_of(&again, &id).await;
+    let output = output_of(&events);
+    assert!(output.contains("here-42") && output.contains("back-49"));
+    assert!(
+        markers_of(&events)
+            .iter()
+            .any(|m| m.starts_with("access revoked: your sign-in ended")),
+        "{:?}",
+        markers_of(&events)
+    );
+    verified(&again, &id).await;
+}
