@@ -155,6 +155,7 @@ pub fn end_reason(r: &EndReason, requester: &str) -> String {
         }
         EndReason::AdminForceEnded => "An operator ended it.".into(),
         EndReason::Revoked => "Its requester's access was taken away while it ran.".into(),
+        EndReason::Locked => "An admin locked its environment or its requester.".into(),
     }
 }
 

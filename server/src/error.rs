@@ -137,6 +137,22 @@ impl From<crate::lifecycle::Error> for ApiError {
             Error::Store(e) => e.into(),
             Error::Cluster(e) => ApiError::new(ErrorCode::Unavailable, e.to_string()),
             Error::Invalid(e) => e.into(),
+            e @ Error::Locked(_) => ApiError::new(ErrorCode::Locked, e.to_string()),
+        }
+    }
+}
+
+impl From<crate::locks::LockError> for ApiError {
+    fn from(e: crate::locks::LockError) -> Self {
+        use crate::locks::LockError as E;
+        match e {
+            E::Invalid(f) => f.into(),
+            e @ (E::AlreadyLocked(_) | E::Conflict) => {
+                ApiError::new(ErrorCode::Conflict, e.to_string())
+            }
+            e @ E::NotLocked(_) => ApiError::not_found(e.to_string()),
+            e @ E::Refused(_) => ApiError::new(ErrorCode::Forbidden, e.to_string()),
+            E::Store(e) => e.into(),
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod guardrails;
 pub mod holds;
 pub mod http;
 pub mod lifecycle;
+pub mod locks;
 pub mod metrics;
 pub mod ports;
 pub mod recorder;

@@ -42,6 +42,12 @@ enum Command {
     /// Who is signed in: list live logins, or end them at once (a user's, or one by id).
     #[command(subcommand)]
     Logins(breakglass_server::cli::logins::LoginsCommand),
+    /// Lock an environment (or a person, with --user): what runs there ends, nothing new starts.
+    Lock(breakglass_server::cli::locks::LockArgs),
+    /// Unlock it (on Flight, a second admin's unlock confirms the first's).
+    Unlock(breakglass_server::cli::locks::LockArgs),
+    /// The locks in force, and with --history every lock and unlock recorded.
+    Locks(breakglass_server::cli::locks::LocksArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +71,9 @@ fn main() -> ExitCode {
         Some(Command::Policies(cmd)) => return breakglass_server::cli::policies::main(cmd),
         Some(Command::Doctor(a)) => return breakglass_server::cli::doctor::main(a),
         Some(Command::Logins(cmd)) => return breakglass_server::cli::logins::main(cmd),
+        Some(Command::Lock(a)) => return breakglass_server::cli::locks::lock_main(a),
+        Some(Command::Unlock(a)) => return breakglass_server::cli::locks::unlock_main(a),
+        Some(Command::Locks(a)) => return breakglass_server::cli::locks::list_main(a),
         None => (cli.serve, false),
     };
     let config = match Config::load(&args) {

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use axum_extra::extract::cookie::Key;
 
+use breakglass_shared::lock::{blocking, Lock};
 use breakglass_shared::{EndReason, PermissionSet, SessionEvent, SessionState};
 use futures::StreamExt;
 use uuid::Uuid;
@@ -90,13 +91,33 @@ impl Checker {
                 _ = tick.tick() => {}
                 () = holds.wake.notified() => {}
             }
-            self.pass(&holds).await;
+            let locks = self.locks().await;
+            self.pass(&holds, &locks).await;
         }
+    }
+
+    /// The locks in force, enforced: what they stop is stopped (on every replica, so a lock
+    /// written by the command line elsewhere counts within a pass). None when they could not
+    /// be read (the next pass reads them again).
+    async fn locks(&self) -> Vec<Lock> {
+        let locks = match self.store.locks().await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the locks; trying at the next check");
+                return Vec::new();
+            }
+        };
+        if !locks.is_empty() {
+            if let Err(e) = self.lifecycle.enforce_locks(&locks).await {
+                tracing::warn!(error = %e, "cannot stop every locked session; trying at the next check");
+            }
+        }
+        locks
     }
 
     /// One check of every hold of this replica.
     #[tracing::instrument(level = "debug", skip_all)]
-    pub async fn pass(&self, holds: &Holds) {
+    pub async fn pass(&self, holds: &Holds, locks: &[Lock]) {
         let open = holds.snapshot();
         if open.is_empty() {
             return;
@@ -130,13 +151,18 @@ impl Checker {
                 lost.insert((hold.holder.name.clone(), env.clone()));
             }
             match &hold.held {
-                Held::Terminal { environment, .. } if !request(&now, environment) => {
-                    holds.end(
-                        hold.key,
-                        &format!("you no longer hold tower.breakglass.request in {environment}"),
-                    );
+                Held::Terminal { environment, .. } => {
+                    if let Some(lock) = blocking(locks, environment, &hold.holder.name) {
+                        holds.end(hold.key, &lock.sentence());
+                    } else if !request(&now, environment) {
+                        holds.end(
+                            hold.key,
+                            &format!(
+                                "you no longer hold tower.breakglass.request in {environment}"
+                            ),
+                        );
+                    }
                 }
-                Held::Terminal { .. } => {}
                 Held::Events => {
                     let names = |a: &[(String, PermissionSet)]| -> Vec<String> {
                         a.iter().map(|(e, _)| e.clone()).collect()

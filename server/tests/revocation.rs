@@ -39,7 +39,10 @@ async fn ends(events: &mut Sse, since: Instant, what: &str) -> Duration {
         WITHIN * 3
     );
     let took = since.elapsed();
-    assert!(took <= WITHIN, "{what} ended after {took:?}, past {WITHIN:?}");
+    assert!(
+        took <= WITHIN,
+        "{what} ended after {took:?}, past {WITHIN:?}"
+    );
     took
 }
 
@@ -78,9 +81,16 @@ async fn an_ended_login_ends_its_streams_and_nothing_else() {
             .unwrap();
         assert_eq!(n, 1, "{}", s.backend);
         let took = ends(&mut a2, at, "the revoked login's stream").await;
-        eprintln!("{}: `logins revoke` ended the stream in {took:?}", s.backend);
+        eprintln!(
+            "{}: `logins revoke` ended the stream in {took:?}",
+            s.backend
+        );
         still_delivers(&s, &bob, &mut b, "bob's stream").await;
-        assert!(s.ctx.holds.len() == 1, "{}: only bob's stream is held", s.backend);
+        assert!(
+            s.ctx.holds.len() == 1,
+            "{}: only bob's stream is held",
+            s.backend
+        );
     }
 }
 
@@ -109,7 +119,12 @@ async fn a_login_ended_on_one_replica_ends_its_streams_on_the_other() {
         .send(&alice, Method::POST, "/api/breakglass/auth/logout", None)
         .await;
     assert_eq!(out.status, StatusCode::OK, "{:?}", out.body);
-    let took = ends(&mut on_b, Instant::now(), "alice's stream on the other replica").await;
+    let took = ends(
+        &mut on_b,
+        Instant::now(),
+        "alice's stream on the other replica",
+    )
+    .await;
     eprintln!("a logout on A ended the stream on B in {took:?}");
     still_delivers(&a, &bob, &mut bob_on_b, "bob's stream on B").await;
 }

@@ -243,6 +243,9 @@ pub struct EnvironmentInfo {
     pub durations: DurationBounds,
     /// The cluster behind it, or why there is none.
     pub cluster: ClusterStatus,
+    /// The lock in force there, if an admin locked it: nothing runs until it is lifted.
+    #[serde(default)]
+    pub lock: Option<crate::lock::Lock>,
 }
 
 /// Whether an environment has a cluster behind it, as the UI shows it.

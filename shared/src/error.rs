@@ -41,6 +41,8 @@ pub enum ErrorCode {
     /// The request named a host this server does not answer to (421); the message names the
     /// one it does.
     MisdirectedRequest,
+    /// The environment or the person is locked (423); the message gives the lock's reason.
+    Locked,
 }
 
 impl ErrorCode {
@@ -59,6 +61,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
             ErrorCode::MisdirectedRequest => 421,
+            ErrorCode::Locked => 423,
         }
     }
 }

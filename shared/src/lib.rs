@@ -9,6 +9,7 @@ pub mod access;
 pub mod api;
 pub mod error;
 pub mod listing;
+pub mod lock;
 pub mod names;
 pub mod permissions;
 pub mod recording;

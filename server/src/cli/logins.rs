@@ -10,7 +10,7 @@ use breakglass_shared::names;
 use uuid::Uuid;
 
 use crate::config::{Config, ServeArgs};
-use crate::store::{self, LoginSelector};
+use crate::store::LoginSelector;
 
 /// `breakglass-server logins ...`
 #[derive(Debug, clap::Subcommand)]
@@ -44,35 +44,11 @@ pub enum LoginsCommand {
 /// Runs a `logins` subcommand (exit 0 on success, 1 on failure, 2 on bad settings).
 pub fn main(cmd: LoginsCommand) -> ExitCode {
     let serve = match &cmd {
-        LoginsCommand::List { serve, .. } | LoginsCommand::Revoke { serve, .. } => serve,
+        LoginsCommand::List { serve, .. } | LoginsCommand::Revoke { serve, .. } => serve.clone(),
     };
-    let config = match Config::load(serve) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(run(&config, cmd)) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    super::with_store(&serve, |config, store| async move {
+        run(&config, store, cmd).await
+    })
 }
 
 /// A user name as the server stores it, or why it cannot be one.
@@ -80,8 +56,11 @@ fn user_name(config: &Config, raw: &str) -> anyhow::Result<String> {
     names::normalise(raw, config.fold_names).map_err(|e| anyhow::anyhow!("--user: {e}"))
 }
 
-async fn run(config: &Config, cmd: LoginsCommand) -> anyhow::Result<String> {
-    let store = store::connect(&config.database_url).await?;
+async fn run(
+    config: &Config,
+    store: std::sync::Arc<dyn crate::store::Store>,
+    cmd: LoginsCommand,
+) -> anyhow::Result<String> {
     let now = time::OffsetDateTime::now_utc();
     match cmd {
         LoginsCommand::List { user, .. } => {

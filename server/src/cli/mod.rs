@@ -1,6 +1,54 @@
 //! Command-line tools of `breakglass-server` besides serving.
 
 pub mod doctor;
+pub mod locks;
 pub mod logins;
 pub mod policies;
 pub mod recordings;
+
+use std::future::Future;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::config::{Config, ServeArgs};
+use crate::store::Store;
+
+/// Runs a command on the configured database: loads the configuration (exit 2 when it is
+/// wrong), connects, runs `work` and prints what it returns (exit 0), or the error (exit 1).
+pub fn with_store<F, Fut>(serve: &ServeArgs, work: F) -> ExitCode
+where
+    F: FnOnce(Config, Arc<dyn Store>) -> Fut,
+    Fut: Future<Output = anyhow::Result<String>>,
+{
+    let config = match Config::load(serve) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let done = rt.block_on(async {
+        let store = crate::store::connect(&config.database_url).await?;
+        work(config, store).await
+    });
+    match done {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

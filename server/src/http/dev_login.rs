@@ -74,6 +74,7 @@ pub async fn login(
     .await?;
     let current = current_of(&key, &login, user.groups.clone());
     let jar = jar.add(cookie);
-    let whoami = whoami_for(&config, clusters.as_ref(), Some(&current)).await;
+    let locks = store.locks().await?;
+    let whoami = whoami_for(&config, clusters.as_ref(), &locks, Some(&current)).await;
     Ok((jar, axum::Json(whoami)))
 }

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use breakglass_shared::api::{ClusterStatus, EnvironmentInfo, UserInfo, WhoAmI};
+use breakglass_shared::lock::{Lock, LockScope};
 use breakglass_shared::{ErrorBody, ErrorCode};
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
@@ -32,6 +33,7 @@ pub mod extract;
 pub mod headers;
 pub mod host;
 pub mod limits;
+pub mod locks;
 pub mod recordings;
 pub mod sessions;
 pub mod sign_in;
@@ -67,6 +69,11 @@ pub mod terminal;
         clusters::namespaces,
         clusters::pods,
         clusters::guardrails,
+        locks::list,
+        locks::lock_environment,
+        locks::unlock_environment,
+        locks::lock_user,
+        locks::unlock_user,
     ),
     components(schemas(breakglass_shared::api::SessionEventRecord))
 )]
@@ -99,6 +106,14 @@ pub fn app(state: AppState) -> Router {
             get(clusters::pods),
         )
         .route("/environments/{env}/guardrails", get(clusters::guardrails))
+        .route("/locks", get(locks::list))
+        .route("/environments/{env}/lock", post(locks::lock_environment))
+        .route(
+            "/environments/{env}/unlock",
+            post(locks::unlock_environment),
+        )
+        .route("/users/{user}/lock", post(locks::lock_user))
+        .route("/users/{user}/unlock", post(locks::unlock_user))
         .route("/openapi.json", get(openapi))
         // After the routes: it applies to those registered before it. Axum keeps `Allow`.
         .method_not_allowed_fallback(api_method_not_allowed)
@@ -222,10 +237,11 @@ async fn api_method_not_allowed(method: axum::http::Method) -> ApiError {
 pub async fn whoami_for(
     config: &Config,
     clusters: Option<&Arc<Clusters>>,
+    locks: &[Lock],
     user: Option<&CurrentUser>,
 ) -> WhoAmI {
     let environments = match user {
-        Some(u) => environments_for(config, clusters, u).await,
+        Some(u) => environments_for(config, clusters, locks, u).await,
         None => vec![],
     };
     WhoAmI {
@@ -251,6 +267,7 @@ pub async fn whoami_for(
 async fn environments_for(
     config: &Config,
     clusters: Option<&Arc<Clusters>>,
+    locks: &[Lock],
     user: &CurrentUser,
 ) -> Vec<EnvironmentInfo> {
     let visible = config
@@ -272,6 +289,10 @@ async fn environments_for(
                 permissions.terminate || permissions.self_approve,
             )
             .await,
+            lock: locks
+                .iter()
+                .find(|l| l.scope == LockScope::Environment && l.target == e.name)
+                .cloned(),
         }
     }))
     .await
@@ -334,9 +355,16 @@ async fn cluster_status(
 pub async fn whoami(
     State(config): State<Arc<Config>>,
     State(clusters): State<Option<Arc<Clusters>>>,
+    State(store): State<Arc<dyn Store>>,
     MaybeUser(user): MaybeUser,
-) -> Json<WhoAmI> {
-    Json(whoami_for(&config, clusters.as_ref(), user.as_ref()).await)
+) -> Result<Json<WhoAmI>, ApiError> {
+    let locks = match &user {
+        Some(_) => store.locks().await?,
+        None => Vec::new(),
+    };
+    Ok(Json(
+        whoami_for(&config, clusters.as_ref(), &locks, user.as_ref()).await,
+    ))
 }
 
 /// Environments where the caller holds any permission.
@@ -348,9 +376,13 @@ pub async fn whoami(
 pub async fn environments(
     State(config): State<Arc<Config>>,
     State(clusters): State<Option<Arc<Clusters>>>,
+    State(store): State<Arc<dyn Store>>,
     user: CurrentUser,
-) -> Json<Vec<EnvironmentInfo>> {
-    Json(environments_for(&config, clusters.as_ref(), &user).await)
+) -> Result<Json<Vec<EnvironmentInfo>>, ApiError> {
+    let locks = store.locks().await?;
+    Ok(Json(
+        environments_for(&config, clusters.as_ref(), &locks, &user).await,
+    ))
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {

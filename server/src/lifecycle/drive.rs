@@ -37,6 +37,12 @@ impl Lifecycle {
             if !self.owes_activation(&s.environment) {
                 return Ok(s);
             }
+            // Approved just before a lock: it never starts.
+            if let Err(Error::Locked(_)) = self.refuse_if_locked(&s.environment, &s.requester).await
+            {
+                self.stop_locked(&s).await;
+                return self.get(id).await;
+            }
             s = self.apply_event(id, SessionEvent::BeginActivation).await?;
             #[cfg(feature = "failpoints")]
             failpoint::hit(Failpoint::Activating);

@@ -10,6 +10,7 @@
 mod claims;
 mod commit;
 mod drive;
+mod locks;
 mod progress;
 #[cfg(test)]
 mod tests;
@@ -72,6 +73,9 @@ pub enum Error {
     /// written.
     #[error(transparent)]
     Invalid(#[from] FieldError),
+    /// A lock stops this (the environment's or the person's); nothing was written.
+    #[error("{}", .0.sentence())]
+    Locked(Box<breakglass_shared::lock::Lock>),
 }
 
 /// The sessions' lifecycle over its ports.
@@ -176,6 +180,8 @@ impl Lifecycle {
     /// Stores a new request (Ground requests start `Approved`) and starts activation if a
     /// cluster serves it.
     pub async fn create(&self, req: NewSession, now: OffsetDateTime) -> Result<Session, Error> {
+        self.refuse_if_locked(&req.environment, &req.requester)
+            .await?;
         self.check_target(&req).await?;
         let session = Session::new_request(Uuid::now_v7(), req, now);
         let draft = EventDraft {
@@ -234,6 +240,13 @@ impl Lifecycle {
                 | SessionEvent::Deny { .. }
                 | SessionEvent::BreakGlass { .. }
         );
+        if matches!(
+            event,
+            SessionEvent::Approve { .. } | SessionEvent::BreakGlass { .. }
+        ) {
+            let s = self.get(id).await?;
+            self.refuse_if_locked(&s.environment, &s.requester).await?;
+        }
         let next = self
             .commit(id, |s, now| {
                 let overdue = decides

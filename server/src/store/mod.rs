@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use breakglass_shared::api::SessionEventRecord;
+use breakglass_shared::lock::{Lock, LockEvent, LockScope, UnlockRequest};
 use breakglass_shared::{Session, SessionState};
 use time::OffsetDateTime;
 use tokio::sync::broadcast;
@@ -17,6 +18,7 @@ mod bulk;
 mod leases;
 mod list;
 mod live;
+mod locks;
 mod logins;
 mod notice;
 mod postgres;
@@ -194,6 +196,32 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes logins that expired before `before` (they can no longer be used, and the
     /// audit trail of sessions names users, not logins); how many.
     async fn prune_logins(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
+    /// Every lock in force.
+    async fn locks(&self) -> Result<Vec<Lock>, StoreError>;
+    /// Puts `lock` in force (and in the history); `false` when that scope and target is
+    /// locked already (nothing written).
+    async fn lock(&self, lock: &Lock) -> Result<bool, StoreError>;
+    /// Records a first admin's request to unlock; `false` when the lock is gone or another
+    /// request waits already.
+    async fn ask_unlock(
+        &self,
+        scope: LockScope,
+        target: &str,
+        asked: &UnlockRequest,
+    ) -> Result<bool, StoreError>;
+    /// Lifts the lock if its waiting request is still `asked_by`'s (none: no request), as
+    /// `by` for `reason`; `false` when it changed meanwhile (nothing written).
+    async fn unlock(
+        &self,
+        scope: LockScope,
+        target: &str,
+        asked_by: Option<&str>,
+        by: &str,
+        reason: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
+    /// Every lock, unlock request and unlock, oldest first.
+    async fn lock_events(&self) -> Result<Vec<LockEvent>, StoreError>;
 }
 
 /// Opens the store named by `url`, creating the SQLite file (and its directory) on first run,
@@ -219,6 +247,8 @@ macro_rules! sql_store {
 
         use crate::store::row::{Binder, EventRow, SessionRow, Value, FIXED, MUTABLE};
         use crate::store::{EventDraft, ListFilter, Store, StoreError};
+        use breakglass_shared::lock::{Lock, LockEvent, LockScope, UnlockRequest};
+        use time::OffsetDateTime;
 
         crate::store::list::list_query!($db);
 
@@ -270,6 +300,7 @@ macro_rules! sql_store {
         crate::store::leases::lease_sql!($store, $db);
         crate::store::live::live_sql!($store, $db);
         crate::store::logins::login_sql!($store);
+        crate::store::locks::lock_sql!($store, $db);
 
         #[async_trait]
         impl Store for $store {
@@ -389,6 +420,34 @@ macro_rules! sql_store {
 
             async fn ask_handover(&self, id: Uuid) -> Result<(), StoreError> {
                 self.announce(&crate::store::Notice::Handover { id }).await
+            }
+
+            async fn locks(&self) -> Result<Vec<Lock>, StoreError> {
+                self.all_locks().await
+            }
+
+            async fn lock(&self, lock: &Lock) -> Result<bool, StoreError> {
+                self.insert_lock(lock).await
+            }
+
+            async fn ask_unlock(&self, scope: LockScope, target: &str, asked: &UnlockRequest) -> Result<bool, StoreError> {
+                self.ask_unlock_row(scope, target, asked).await
+            }
+
+            async fn unlock(
+                &self,
+                scope: LockScope,
+                target: &str,
+                asked_by: Option<&str>,
+                by: &str,
+                reason: &str,
+                at: OffsetDateTime,
+            ) -> Result<bool, StoreError> {
+                self.delete_lock(scope, target, asked_by, by, reason, at).await
+            }
+
+            async fn lock_events(&self) -> Result<Vec<LockEvent>, StoreError> {
+                self.lock_history().await
             }
 
             async fn insert_login(&self, l: &crate::store::Login) -> Result<(), StoreError> {

@@ -168,6 +168,8 @@ pub enum EndReason {
     /// Its requester no longer holds the right to it (the identity provider or the
     /// configuration took the permission away while it ran).
     Revoked,
+    /// Its environment or its requester was locked (see `crate::lock`).
+    Locked,
 }
 
 impl EndReason {

@@ -32,6 +32,7 @@ fn names_round_trip() {
         EndReason::RecordingFailed,
         EndReason::AdminForceEnded,
         EndReason::Revoked,
+        EndReason::Locked,
     ] {
         assert_eq!(EndReason::from_parts(r.kind(), r.by()), Some(r.clone()));
     }

@@ -124,6 +124,7 @@ mod tests {
             permissions: PermissionSet::ALL,
             durations: DurationBounds::default(),
             cluster: breakglass_shared::api::ClusterStatus::ApiOnly,
+            lock: None,
         }
     }
 
