@@ -104,11 +104,7 @@ impl Lock {
 /// The locks among `locks` that stop `user`'s work in `environment`: the environment's, then
 /// the person's.
 pub fn blocking<'a>(locks: &'a [Lock], environment: &str, user: &str) -> Option<&'a Lock> {
-    let of = |scope, name: &str| {
-        locks
-            .iter()
-            .find(|l| l.scope == scope && l.target == name)
-    };
+    let of = |scope, name: &str| locks.iter().find(|l| l.scope == scope && l.target == name);
     of(LockScope::Environment, environment).or_else(|| of(LockScope::User, user))
 }
 
@@ -171,7 +167,10 @@ mod tests {
 
     #[test]
     fn a_second_admin_confirms_what_the_first_asked() {
-        assert_eq!(lock(None).unlock_step("carol", false), Ok(UnlockStep::Lifted));
+        assert_eq!(
+            lock(None).unlock_step("carol", false),
+            Ok(UnlockStep::Lifted)
+        );
         assert_eq!(
             lock(None).unlock_step("carol", true),
             Ok(UnlockStep::AwaitingSecond)
@@ -192,7 +191,10 @@ mod tests {
         user.scope = LockScope::User;
         user.target = "alice".into();
         let locks = [user.clone(), lock(None)];
-        assert_eq!(blocking(&locks, "prod", "alice").map(|l| l.scope), Some(LockScope::Environment));
+        assert_eq!(
+            blocking(&locks, "prod", "alice").map(|l| l.scope),
+            Some(LockScope::Environment)
+        );
         assert_eq!(blocking(&locks, "dev", "alice"), Some(&user));
         assert_eq!(blocking(&locks, "dev", "bob"), None);
         assert!(lock(None).sentence().contains("incident 42"));

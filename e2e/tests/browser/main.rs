@@ -540,6 +540,7 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
 }
 
 mod approvals;
+mod locks;
 mod player;
 mod terminal_screen;
 mod walkthrough;

@@ -4,6 +4,7 @@ pub mod actions;
 pub mod breadcrumb;
 pub mod common;
 pub mod debug_form;
+pub mod env_lock;
 pub mod guardrails;
 pub mod player;
 pub mod queue_strip;

@@ -11,6 +11,7 @@ use crate::api::{self, links};
 use crate::auth::use_auth;
 use crate::components::breadcrumb::Breadcrumb;
 use crate::components::common::{dynv, focus_soon, ClusterLine, Empty, Loading, TierBadge};
+use crate::components::env_lock::EnvLock;
 use crate::components::session_card::SessionCard;
 use crate::fetch::fetch;
 use crate::title::set_title;
@@ -51,6 +52,7 @@ fn EnvView(env: String, ns: Memo<Option<String>>) -> impl IntoView {
             <TierBadge tier=info.tier/>
         </header>
         <ClusterLine cluster=info.cluster.clone()/>
+        <EnvLock env=env.clone() controls=true/>
         <div class="grid-env">
             <Workloads env=env.clone() ns=ns/>
             <SessionCard environment=e2/>

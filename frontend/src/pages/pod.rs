@@ -12,6 +12,7 @@ use crate::auth::use_auth;
 use crate::components::breadcrumb::{Breadcrumb, Crumb};
 use crate::components::common::{dynv, Loading, TierBadge};
 use crate::components::debug_form::DebugForm;
+use crate::components::env_lock::EnvLock;
 use crate::components::session_panel::SessionPanel;
 use crate::fetch::fetch;
 use crate::format;
@@ -145,6 +146,7 @@ fn PodView(env: String, ns: String, pod: String) -> impl IntoView {
             {info.as_ref().map(|i| view! { <TierBadge tier=i.tier/> })}
             <span class="muted">{format!("namespace {ns} in {env}")}</span>
         </header>
+        <EnvLock env=env.clone()/>
         <p class="pod-status muted small" data-testid="pod-status">
             {dynv(move || match listing.get() {
                 None => "Looking the pod up…".to_string(),
