@@ -61,3 +61,77 @@ async fn ending_a_login_closes_its_open_terminal_within_two_seconds() {
     );
     verified(&again, &id).await;
 }
+
+/// The kill switch from a shell: an environment lock written by the command line (another
+/// process) closes the open terminal with the lock's reason, ends the session `Locked` with its
+/// cleanup, and refuses new requests until the unlock (Ground: one admin's).
+#[tokio::test]
+async fn an_environment_lock_from_the_command_line_ends_the_running_session() {
+    let (server, alice, id, dir, ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo before-$((3*3))\r", "before-9").await;
+    let data = dir.path().join("data");
+    let cli = |args: &[&str]| {
+        let out = breakglass_e2e::server::cli_command(&data)
+            .unwrap()
+            .args(args)
+            .arg("--config")
+            .arg(dir.path().join("server.toml"))
+            .arg("--data-dir")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = cli(&[
+        "lock",
+        "ground",
+        "--reason",
+        "INC-9 suspicious shell",
+        "--by",
+        "security",
+    ]);
+    assert!(said.contains("INC-9 suspicious shell"), "{said}");
+    let locked = tokio::time::Instant::now();
+    let (code, reason) = closed_with(&mut ws).await;
+    let took = locked.elapsed();
+    assert!(
+        code == close::REVOKED || code == close::SESSION_ENDED,
+        "{code} {reason}\n{}",
+        server.log_text()
+    );
+    assert!(
+        took <= Duration::from_secs(2),
+        "closed {took:?} after the lock"
+    );
+    let ended = alice.wait_state(&id, &["Ended"], T).await.unwrap();
+    assert_eq!(ended["session"]["end_reason"]["kind"], "Locked", "{ended}");
+    let body = json!({"environment": "ground", "namespace": ns, "pod": "shell", "mode": "live",
+                      "reason": "trying again under the lock", "duration_minutes": 30});
+    let (status, v) = alice.post("/sessions", body.clone()).await.unwrap();
+    assert_eq!(status, 423, "{v}");
+    assert!(v["message"].as_str().unwrap().contains("INC-9"), "{v}");
+
+    let listed = cli(&["locks", "--history"]);
+    assert!(
+        listed.contains("environment ground") && listed.contains("locked by security"),
+        "{listed}"
+    );
+    let said = cli(&[
+        "unlock",
+        "ground",
+        "--reason",
+        "all clear",
+        "--by",
+        "security",
+    ]);
+    assert!(said.contains("ground is unlocked"), "{said}");
+    let (status, v) = alice.post("/sessions", body).await.unwrap();
+    assert_eq!(status, 201, "{v}");
+}
