@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use breakglass_server::config::{demo_environments, DevLoginConfig, DevUser, FileConfig};
+use breakglass_server::config::{demo_environments, FileConfig};
 use breakglass_shared::Permission;
 use common::sse::{serve, Live};
 use common::TestServer;
@@ -18,20 +18,7 @@ use tokio::time::{timeout, Instant};
 /// dave, whose group may only request in `dev`: nothing of `prod` is his to see, and his own
 /// `dev` request is the sentinel that proves his stream skipped what came before it.
 fn file() -> FileConfig {
-    let user = |name: &str, group: &str| DevUser {
-        name: name.into(),
-        groups: vec![group.into()],
-    };
     FileConfig {
-        dev_login: DevLoginConfig {
-            enabled: true,
-            users: vec![
-                user("alice", "engineers"),
-                user("bob", "sre"),
-                user("dave", "visitors"),
-            ],
-            ..DevLoginConfig::default()
-        },
         environments: demo_environments()
             .into_iter()
             .map(|mut e| {
@@ -43,18 +30,13 @@ fn file() -> FileConfig {
                 e
             })
             .collect(),
-        ..Default::default()
+        ..common::dev_users(&[("alice", "engineers"), ("bob", "sre"), ("dave", "visitors")])
     }
 }
 
 /// One server per backend, as `common::servers` but over [`file`].
 async fn servers() -> Vec<TestServer> {
-    let mut out = vec![common::server_with("sqlite", None, file()).await];
-    if let Some(admin) = common::postgres_admin() {
-        let url = common::fresh_pg_database(&admin).await;
-        out.push(common::server_with("postgres", Some(url), file()).await);
-    }
-    out
+    common::servers_with(file).await
 }
 
 impl Live {

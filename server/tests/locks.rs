@@ -11,39 +11,21 @@ mod common;
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
-use breakglass_server::config::{DevLoginConfig, DevUser, FileConfig};
 use breakglass_shared::lock::LockScope;
 use common::{Caller, Resp, TestServer};
 use serde_json::{json, Value};
 
 /// The demo users and environments, plus dan, a second admin.
-fn file() -> FileConfig {
-    let user = |name: &str, group: &str| DevUser {
-        name: name.into(),
-        groups: vec![group.into()],
-    };
-    FileConfig {
-        dev_login: DevLoginConfig {
-            enabled: true,
-            users: vec![
-                user("alice", "engineers"),
-                user("bob", "sre"),
-                user("carol", "admins"),
-                user("dan", "admins"),
-            ],
-            ..DevLoginConfig::default()
-        },
-        ..Default::default()
-    }
-}
-
 async fn servers() -> Vec<TestServer> {
-    let mut out = vec![common::server_with("sqlite", None, file()).await];
-    if let Some(admin) = common::postgres_admin() {
-        let url = common::fresh_pg_database(&admin).await;
-        out.push(common::server_with("postgres", Some(url), file()).await);
-    }
-    out
+    common::servers_with(|| {
+        common::dev_users(&[
+            ("alice", "engineers"),
+            ("bob", "sre"),
+            ("carol", "admins"),
+            ("dan", "admins"),
+        ])
+    })
+    .await
 }
 
 async fn post(s: &TestServer, who: &Caller, path: &str, reason: &str) -> Resp {

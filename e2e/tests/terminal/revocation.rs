@@ -5,29 +5,39 @@
 
 use super::*;
 
-#[tokio::test]
-async fn ending_a_login_closes_its_open_terminal_within_two_seconds() {
-    let (server, alice, id, dir, _ns) = setup().await;
-    let mut ws = connect(&server, &alice, &id).await;
-    type_and_see(&server, &mut ws, b"echo here-$((6*7))\r", "here-42").await;
-
+/// Runs the server's command line on the data of the test's server (in `dir`); its output,
+/// asserted to succeed.
+fn cli(dir: &tempfile::TempDir, args: &[&str]) -> String {
     let data = dir.path().join("data");
     let out = breakglass_e2e::server::cli_command(&data)
         .unwrap()
-        .args(["logins", "revoke", "--user", "alice", "--by", "security"])
+        .args(args)
         .arg("--config")
         .arg(dir.path().join("server.toml"))
         .arg("--data-dir")
         .arg(&data)
         .output()
         .unwrap();
-    let revoked = tokio::time::Instant::now();
     assert!(
         out.status.success(),
-        "{}{}",
+        "{args:?}: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn ending_a_login_closes_its_open_terminal_within_two_seconds() {
+    let (server, alice, id, dir, _ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo here-$((6*7))\r", "here-42").await;
+
+    cli(
+        &dir,
+        &["logins", "revoke", "--user", "alice", "--by", "security"],
+    );
+    let revoked = tokio::time::Instant::now();
     let (code, reason) = closed_with(&mut ws).await;
     let took = revoked.elapsed();
     assert_eq!(code, close::REVOKED, "{reason}\n{}", server.log_text());
@@ -70,33 +80,17 @@ async fn an_environment_lock_from_the_command_line_ends_the_running_session() {
     let (server, alice, id, dir, ns) = setup().await;
     let mut ws = connect(&server, &alice, &id).await;
     type_and_see(&server, &mut ws, b"echo before-$((3*3))\r", "before-9").await;
-    let data = dir.path().join("data");
-    let cli = |args: &[&str]| {
-        let out = breakglass_e2e::server::cli_command(&data)
-            .unwrap()
-            .args(args)
-            .arg("--config")
-            .arg(dir.path().join("server.toml"))
-            .arg("--data-dir")
-            .arg(&data)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let said = cli(&[
-        "lock",
-        "ground",
-        "--reason",
-        "INC-9 suspicious shell",
-        "--by",
-        "security",
-    ]);
+    let said = cli(
+        &dir,
+        &[
+            "lock",
+            "ground",
+            "--reason",
+            "INC-9 suspicious shell",
+            "--by",
+            "security",
+        ],
+    );
     assert!(said.contains("INC-9 suspicious shell"), "{said}");
     let locked = tokio::time::Instant::now();
     let (code, reason) = closed_with(&mut ws).await;
@@ -118,19 +112,22 @@ async fn an_environment_lock_from_the_command_line_ends_the_running_session() {
     assert_eq!(status, 423, "{v}");
     assert!(v["message"].as_str().unwrap().contains("INC-9"), "{v}");
 
-    let listed = cli(&["locks", "--history"]);
+    let listed = cli(&dir, &["locks", "--history"]);
     assert!(
         listed.contains("environment ground") && listed.contains("locked by security"),
         "{listed}"
     );
-    let said = cli(&[
-        "unlock",
-        "ground",
-        "--reason",
-        "all clear",
-        "--by",
-        "security",
-    ]);
+    let said = cli(
+        &dir,
+        &[
+            "unlock",
+            "ground",
+            "--reason",
+            "all clear",
+            "--by",
+            "security",
+        ],
+    );
     assert!(said.contains("ground is unlocked"), "{said}");
     let (status, v) = alice.post("/sessions", body).await.unwrap();
     assert_eq!(status, 201, "{v}");

@@ -75,6 +75,34 @@ pub async fn fresh_pg_database(admin: &str) -> String {
     format!("{base}/{name}")
 }
 
+/// A configuration whose dev login lists `users` (name, group).
+pub fn dev_users(users: &[(&str, &str)]) -> FileConfig {
+    FileConfig {
+        dev_login: breakglass_server::config::DevLoginConfig {
+            enabled: true,
+            users: users
+                .iter()
+                .map(|(name, group)| breakglass_server::config::DevUser {
+                    name: (*name).into(),
+                    groups: vec![(*group).into()],
+                })
+                .collect(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// One server per backend (as [`servers`]) over the configuration `file` makes.
+pub async fn servers_with(file: impl Fn() -> FileConfig) -> Vec<TestServer> {
+    let mut out = vec![server_with("sqlite", None, file()).await];
+    if let Some(admin) = postgres_admin() {
+        let url = fresh_pg_database(&admin).await;
+        out.push(server_with("postgres", Some(url), file()).await);
+    }
+    out
+}
+
 /// A dev-mode server with the demo users and environments: alice (engineers: request),
 /// bob (sre: request, approve), carol (admins: everything); `dev` is Ground, `prod` Flight.
 pub async fn server(backend: &'static str, database_url: Option<String>) -> TestServer {
