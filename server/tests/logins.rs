@@ -305,6 +305,34 @@ async fn nobody_signs_in_under_a_name_the_server_uses_for_itself() {
     );
 }
 
+/// A name that is another name in disguise (full-width letters, a ligature, a zero-width space,
+/// a letter that case folding spells differently) is refused where it comes in, by the proxy
+/// and in the configuration, so `zoe`'s grant never reaches `ｚｏｅ`.
+#[tokio::test]
+async fn no_name_comes_in_in_two_spellings() {
+    let file: FileConfig = toml::from_str(PROXY).unwrap();
+    let s = common::server_with("sqlite", None, file).await;
+    for name in ["ｚｏｅ", "zo\u{200b}e", "ﬁona", "straße", "zoe\u{301}"] {
+        let r = proxied(
+            &s,
+            name,
+            "engineers",
+            Method::GET,
+            "/api/breakglass/sessions",
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{name:?}: {:?}", r.body);
+    }
+    let bad: FileConfig = toml::from_str(&PROXY.replace("[\"Zoe\"]", "[\"ｚｏｅ\"]")).unwrap();
+    let e = Config::resolve(&common::dev_args(s.dir.path()), bad).unwrap_err();
+    assert_eq!(
+        e.key,
+        "environments[0].permissions.tower.breakglass.request.users[0]"
+    );
+}
+
 #[tokio::test]
 async fn a_proxy_users_csrf_token_changes_every_hour() {
     let file: FileConfig = toml::from_str(PROXY).unwrap();

@@ -262,10 +262,12 @@ pub async fn identify(
             tracing::warn!(%why, "a trusted proxy's request authenticates nobody");
             return Ok(None);
         }
+        // Names and groups may be UTF-8 (`zoë`): read as such, then held to the name rules,
+        // rather than only as visible ASCII, which would turn such a person away as nobody.
         if let Some(raw) = parts
             .headers
             .get(PROXY_USER)
-            .and_then(|v| v.to_str().ok())
+            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
             .filter(|u| !u.trim().is_empty())
         {
             let name = names::normalise(raw, config.fold_names).map_err(|e| refused_name(&e))?;
@@ -274,7 +276,7 @@ pub async fn identify(
                 .headers
                 .get_all(PROXY_GROUPS)
                 .iter()
-                .filter_map(|v| v.to_str().ok())
+                .filter_map(|v| std::str::from_utf8(v.as_bytes()).ok())
                 .flat_map(|g| g.split(','))
                 .map(str::trim)
                 .filter(|s| !s.is_empty())

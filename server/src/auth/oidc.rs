@@ -77,13 +77,23 @@ pub struct PendingLogin {
     pub exp: i64,
 }
 
-/// Who the provider says signed in.
-#[derive(Debug, Clone)]
-pub struct OidcIdentity {
+/// Who an ID token names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The person at the provider, whatever they are called: the issuer and `sub`, which
+    /// never change hands; a name is bound to one of them (`Store::bind_identity`).
+    pub subject: String,
     /// User name (from the configured username claim).
     pub user: String,
     /// Groups (from the configured groups claim).
     pub groups: Vec<String>,
+}
+
+/// Who the provider says signed in.
+#[derive(Debug, Clone)]
+pub struct OidcIdentity {
+    /// Who the ID token names.
+    pub claimed: Claimed,
     /// The verified ID token, kept as the hint of an RP-initiated logout.
     pub id_token: String,
     /// The refresh token, when the provider gave one (the `offline_access` scope).
@@ -93,8 +103,8 @@ pub struct OidcIdentity {
 /// What the provider says about a login when asked again ([`Provider::refresh`]).
 #[derive(Debug, Clone)]
 pub struct Refreshed {
-    /// The user and groups of the new ID token, when the answer carried one.
-    pub identity: Option<(String, Vec<String>)>,
+    /// Who the new ID token names, when the answer carried one.
+    pub identity: Option<Claimed>,
     /// The refresh token to use next (the provider may rotate it).
     pub refresh_token: String,
 }
@@ -125,6 +135,10 @@ pub enum OidcError {
     /// The ID token lacks the configured username claim.
     #[error("the ID token has no `{0}` claim")]
     MissingClaim(&'static str),
+    /// The username claim is `email` and the provider does not say the address is verified:
+    /// anyone could have typed it.
+    #[error("the ID token's email is not verified")]
+    UnverifiedEmail,
 }
 
 /// The configured provider and what was learnt from it.
@@ -243,10 +257,9 @@ impl Provider {
             .ok_or_else(|| OidcError::TokenRejected("the token response has no ID token".into()))?
             .to_string();
         let nonce = Nonce::new(pending.nonce.clone());
-        let (user, groups) = self.identity_in(&raw, Some(&nonce)).await?;
+        let claimed = self.identity_in(&raw, Some(&nonce)).await?;
         Ok(OidcIdentity {
-            user,
-            groups,
+            claimed,
             id_token: raw,
             refresh_token: response.refresh_token().map(|t| t.secret().clone()),
         })
@@ -279,14 +292,11 @@ impl Provider {
         })
     }
 
-    /// The user and groups an ID token names, once it verified (signature, issuer,
-    /// audience, expiry, and `nonce` when given). An unknown signing key makes us fetch the
-    /// provider's keys once more: it rotated them since we fetched them.
-    async fn identity_in(
-        &self,
-        raw: &str,
-        nonce: Option<&Nonce>,
-    ) -> Result<(String, Vec<String>), OidcError> {
+    /// Who an ID token names, once it verified (signature, issuer, audience, expiry, and
+    /// `nonce` when given). An unknown signing key makes us fetch the provider's keys once
+    /// more: it rotated them since we fetched them. An email counts as a name only when the
+    /// provider says it is verified.
+    async fn identity_in(&self, raw: &str, nonce: Option<&Nonce>) -> Result<Claimed, OidcError> {
         let token: GroupsIdToken = raw
             .parse()
             .map_err(|e: serde_json::Error| OidcError::TokenRejected(e.to_string()))?;
@@ -317,10 +327,14 @@ impl Provider {
         .map(str::trim)
         .filter(|u| !u.is_empty())
         .ok_or(OidcError::MissingClaim(claim.name()))?;
-        Ok((
-            user.to_string(),
-            groups_of(claims.additional_claims(), &self.settings.groups_claim),
-        ))
+        if claim == UsernameClaim::Email && claims.email_verified() != Some(true) {
+            return Err(OidcError::UnverifiedEmail);
+        }
+        Ok(Claimed {
+            subject: format!("{}#{}", claims.issuer().as_str(), claims.subject().as_str()),
+            user: user.to_string(),
+            groups: groups_of(claims.additional_claims(), &self.settings.groups_claim),
+        })
     }
 
     /// Where to send the browser after a local logout so the provider ends its session too

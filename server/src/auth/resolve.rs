@@ -99,12 +99,20 @@ async fn recheck(
     };
     match provider.refresh(&refresh).await {
         Ok(answer) => {
-            if let Some((user, groups)) = answer.identity {
-                if names::normalise(&user, config.fold_names).ok().as_ref() != Some(&login.user) {
+            if let Some(claimed) = answer.identity {
+                let user = &claimed.user;
+                if names::normalise(user, config.fold_names).ok().as_ref() != Some(&login.user) {
                     let why = format!("the provider now names {user:?}");
                     return end_login(store, &login, &why, now).await;
                 }
-                login.groups = groups;
+                if !store
+                    .bind_identity(&claimed.subject, &login.user, now)
+                    .await?
+                {
+                    let why = "the name now belongs to another subject at the provider";
+                    return end_login(store, &login, why, now).await;
+                }
+                login.groups = claimed.groups;
             }
             let sealed = seal.seal(login.id, &answer.refresh_token);
             store

@@ -154,7 +154,8 @@ async fn complete(
     let code = q
         .code
         .ok_or_else(|| OidcError::Refused("the callback carries no code".into()))?;
-    let who = provider.finish(&pending, code).await?;
+    let finished = provider.finish(&pending, code).await?;
+    let who = &finished.claimed;
     let user =
         names::normalise(&who.user, config.fold_names).map_err(|e| SignInPage::RefusedName {
             user: who.user.clone(),
@@ -168,8 +169,21 @@ async fn complete(
     if !granted {
         return Err(SignInPage::NoPermission {
             user,
-            groups: who.groups,
+            groups: who.groups.clone(),
         });
+    }
+    // One name, one person: a name another subject holds is theirs.
+    let now = time::OffsetDateTime::now_utc();
+    let bound = store
+        .bind_identity(&who.subject, &user, now)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot record whose name this is");
+            SignInPage::Unavailable
+        })?;
+    if !bound {
+        tracing::warn!(%user, subject = %who.subject, "sign-in refused: the name belongs to another subject at the provider");
+        return Err(SignInPage::NameTaken { user });
     }
     tracing::info!(%user, groups = ?who.groups, "signed in through OIDC");
     let (_, cookie) = begin_login(
@@ -179,11 +193,11 @@ async fn complete(
         NewLogin {
             user: &user,
             source: LoginSource::Oidc,
-            groups: who.groups,
+            groups: who.groups.clone(),
             lifetime,
             tokens: ProviderTokens {
-                id_token: Some(who.id_token),
-                refresh_token: who.refresh_token,
+                id_token: Some(finished.id_token),
+                refresh_token: finished.refresh_token,
             },
         },
     )
@@ -268,6 +282,11 @@ pub enum SignInPage {
         /// Why.
         reason: String,
     },
+    /// The name the provider gives belongs to another person there (another subject).
+    NameTaken {
+        /// The name.
+        user: String,
+    },
     /// The login could not be stored (the database did not answer).
     Unavailable,
 }
@@ -339,6 +358,18 @@ impl SignInPage {
                 "refused-name",
                 format!("The sign-in service names you {user:?}, which break-glass cannot use: {reason}."),
                 "Ask your platform team to give you another user name at the identity provider, or to set auth.oidc.username_claim to a claim that names people.",
+            ),
+            SignInPage::Flow(E::UnverifiedEmail) => (
+                StatusCode::FORBIDDEN,
+                "unverified-email",
+                "The sign-in service names you by an email address it has not verified, which anyone could have typed.".into(),
+                "Verify your email address at your organisation's sign-in service, then sign in again.",
+            ),
+            SignInPage::NameTaken { user } => (
+                StatusCode::FORBIDDEN,
+                "name-taken",
+                format!("The sign-in service names you {user:?}, but that name belongs to another account there; break-glass gives one name to one person."),
+                "Ask your platform team: two accounts at the identity provider carry the same user name.",
             ),
             SignInPage::Unavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,

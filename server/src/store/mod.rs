@@ -196,6 +196,14 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes logins that expired before `before` (they can no longer be used, and the
     /// audit trail of sessions names users, not logins); how many.
     async fn prune_logins(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
+    /// Binds user name `user` to the provider's `subject` (issuer and `sub`), renaming the
+    /// subject's earlier name; `false` when another subject holds the name (nothing written).
+    async fn bind_identity(
+        &self,
+        subject: &str,
+        user: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
     /// Every lock in force.
     async fn locks(&self) -> Result<Vec<Lock>, StoreError>;
     /// Puts `lock` in force (and in the history); `false` when that scope and target is
@@ -420,6 +428,24 @@ macro_rules! sql_store {
 
             async fn ask_handover(&self, id: Uuid) -> Result<(), StoreError> {
                 self.announce(&crate::store::Notice::Handover { id }).await
+            }
+
+            async fn bind_identity(&self, subject: &str, user: &str, at: OffsetDateTime) -> Result<bool, StoreError> {
+                let done = sqlx::query(
+                    "INSERT INTO breakglass_identities (subject, user_name, seen_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (subject) DO UPDATE SET user_name = excluded.user_name, seen_at = excluded.seen_at",
+                )
+                .bind(subject)
+                .bind(user)
+                .bind(at)
+                .execute(&self.pool)
+                .await;
+                match done {
+                    Ok(_) => Ok(true),
+                    // The name is another subject's (the unique name).
+                    Err(e) if is_unique_violation(&e) => Ok(false),
+                    Err(e) => Err(e.into()),
+                }
             }
 
             async fn locks(&self) -> Result<Vec<Lock>, StoreError> {
