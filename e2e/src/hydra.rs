@@ -37,7 +37,8 @@ use serde_json::{json, Value};
 /// Who signs in for one client, and how the provider treats them.
 #[derive(Debug, Clone, Default)]
 pub struct Persona {
-    /// User name (`sub`, `preferred_username`; `email` is `USER@example.test`).
+    /// User name (`preferred_username`, and `sub` unless [`Persona::subject`] says otherwise;
+    /// `email` is `USER@example.test`).
     pub user: String,
     /// The `groups` claim.
     pub groups: Vec<String>,
@@ -45,6 +46,10 @@ pub struct Persona {
     pub deny_consent: bool,
     /// The ID token in the token endpoint's answer is altered (its signature no longer fits).
     pub tamper_id_token: bool,
+    /// The `sub` when it is not the user name (another account carrying the same name).
+    pub subject: Option<String>,
+    /// The provider does not vouch for the email address (`email_verified: false`).
+    pub email_unverified: bool,
 }
 
 impl Persona {
@@ -384,7 +389,7 @@ async fn login(State(s): State<AppState>, Query(q): Query<HashMap<String, String
             s.admin_put_redirect(
                 &path.replace("{}", "accept"),
                 // Remembered, so the provider holds a session an RP-initiated logout can end.
-                json!({ "subject": p.user, "remember": true, "remember_for": 3600 }),
+                json!({ "subject": p.subject.as_ref().unwrap_or(&p.user), "remember": true, "remember_for": 3600 }),
             )
             .await
         }
@@ -418,7 +423,7 @@ async fn consent(State(s): State<AppState>, Query(q): Query<HashMap<String, Stri
                     "session": { "id_token": {
                         "preferred_username": p.user,
                         "email": format!("{}@example.test", p.user),
-                        "email_verified": true,
+                        "email_verified": !p.email_unverified,
                         "groups": p.groups,
                     }},
                 }),

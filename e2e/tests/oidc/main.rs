@@ -21,6 +21,7 @@ use reqwest::Url;
 use serde_json::{json, Value};
 
 mod callback;
+mod identity;
 mod refresh;
 mod revoked;
 #[path = "../rig/mod.rs"]
