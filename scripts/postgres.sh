@@ -3,6 +3,7 @@
 # cluster on 127.0.0.1 (idempotent). Prints the admin URL the tests use.
 #   scripts/postgres.sh start   -> prints BREAKGLASS_TEST_POSTGRES_URL=...
 #   scripts/postgres.sh stop
+#   scripts/postgres.sh prune HOURS  -> drops the tests' databases made more than HOURS ago
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -51,6 +52,24 @@ cmd_start() {
     done
     "$BIN/pg_isready" -h 127.0.0.1 -p "$PORT" -q || die "PostgreSQL did not start; see $DIR/server.log"
     echo "BREAKGLASS_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PORT/postgres"
+}
+
+# Every test makes its own database (bg_test_<uuidv7>, bg_e2e_<uuidv7>) and none drops it: a
+# run leaves hundreds, gigabytes on a small disk. A UUIDv7 starts with its creation time in
+# milliseconds, so databases older than any run can be told apart from a run still going on
+# beside this one; one in use is left (DROP refuses it).
+cmd_prune() {
+    local hours=${1:?hours}
+    local cutoff=$(( ($(date +%s) - hours * 3600) * 1000 ))
+    local url="postgres://postgres@127.0.0.1:$PORT/postgres"
+    local name ms dropped=0
+    while read -r name; do
+      ms=$((16#${name: -32:12}))
+      if [ "$ms" -lt "$cutoff" ] && "$BIN/psql" "$url" -qAtc "DROP DATABASE \"$name\"" >/dev/null 2>&1; then
+        dropped=$((dropped + 1))
+      fi
+    done < <("$BIN/psql" "$url" -Atc "SELECT datname FROM pg_database WHERE datname ~ '^bg_(test|e2e)_[0-9a-f]{32}$'")
+    note "dropped $dropped test database(s) older than $hours hours"
 }
 
 cmd_stop() {

