@@ -145,7 +145,11 @@ impl Session {
                 if user == self.requester {
                     return Err(TransitionError::OwnRequest);
                 }
-                require(Permission::Approve)
+                require(Permission::Approve)?;
+                if action == Action::Approve && self.approvals.iter().any(|a| a.by == user) {
+                    return Err(TransitionError::AlreadyApproved);
+                }
+                Ok(())
             }
             Action::End => {
                 if user != self.requester {
@@ -374,7 +378,10 @@ mod tests {
                             permissions: p,
                         };
                         let events = [
-                            SessionEvent::Approve { by: by.clone() },
+                            SessionEvent::Approve {
+                                by: by.clone(),
+                                groups: vec![],
+                            },
                             SessionEvent::Deny {
                                 by: by.clone(),
                                 reason: "no".into(),

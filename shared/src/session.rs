@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+mod approvals;
 mod event;
 mod kinds;
 mod review;
@@ -18,6 +19,7 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use approvals::{Approval, Quorum};
 pub use event::{Actor, Progress, RecordingRef, RekorEntry, SessionEvent, TransitionError};
 pub use kinds::{EndReason, Mode, SessionState, Tier};
 pub use review::{Review, ReviewError, Verdict};
@@ -47,6 +49,8 @@ pub struct NewSession {
     pub recycle: bool,
     /// Who asks.
     pub requester: String,
+    /// What its approval needs (Flight; from its environment).
+    pub quorum: Quorum,
 }
 
 /// One session: the audit record.
@@ -77,8 +81,14 @@ pub struct Session {
     pub recycle: bool,
     /// Who asked.
     pub requester: String,
-    /// Who approved (Flight) or denied.
+    /// Who approved (Flight; with a quorum, the last approval) or denied.
     pub approver: Option<String>,
+    /// What its approval needs.
+    #[serde(default)]
+    pub quorum: Quorum,
+    /// The approvals given so far (Flight), oldest first.
+    #[serde(default)]
+    pub approvals: Vec<Approval>,
     /// Who broke the glass, if anyone.
     pub glass_broken_by: Option<String>,
     /// Current state.
@@ -158,6 +168,8 @@ impl Session {
             recycle: req.recycle && req.tier.allows_recycle(),
             requester: req.requester,
             approver: None,
+            quorum: req.quorum,
+            approvals: Vec::new(),
             glass_broken_by: None,
             state,
             end_reason: None,
@@ -190,11 +202,15 @@ impl Session {
 
     /// Whether a second person (or broken glass) stands behind this session, as Flight requires.
     pub fn is_authorized_for_flight(&self) -> bool {
+        // A row from before quorums carries its one approver and no approval list.
+        let enough = self.approvals.len() >= self.quorum.needed()
+            || (self.approvals.is_empty() && self.quorum.needed() == 1);
         self.glass_broken_by.is_some()
-            || self
-                .approver
-                .as_deref()
-                .is_some_and(|a| a != self.requester)
+            || (enough
+                && self
+                    .approver
+                    .as_deref()
+                    .is_some_and(|a| a != self.requester))
     }
 
     /// A glass-broken session that finished without a review.

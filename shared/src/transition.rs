@@ -7,8 +7,8 @@ use time::{Duration, OffsetDateTime};
 
 use crate::permissions::PermissionSet;
 use crate::session::{
-    EndReason, Progress, RekorEntry, Review, ReviewError, Session, SessionEvent, SessionState,
-    Tier, TransitionError, Verdict,
+    Approval, EndReason, Progress, RekorEntry, Review, ReviewError, Session, SessionEvent,
+    SessionState, Tier, TransitionError, Verdict,
 };
 
 #[cfg(test)]
@@ -38,10 +38,34 @@ impl Session {
         let mut next = self.clone();
         next.version += 1;
         match event {
-            SessionEvent::Approve { .. } => {
-                next.approver = Some(by.to_string());
-                next.decided_at = Some(now);
-                next.state = S::Approved;
+            SessionEvent::Approve { groups, .. } => {
+                if self.approvals.iter().any(|a| a.by == by) {
+                    return Err(TransitionError::AlreadyApproved);
+                }
+                let group = if self.quorum.distinct_groups {
+                    let counted =
+                        |g: &String| self.approvals.iter().any(|a| a.group.as_ref() == Some(g));
+                    Some(
+                        groups
+                            .iter()
+                            .find(|g| !counted(g))
+                            .cloned()
+                            .ok_or(TransitionError::GroupCounted)?,
+                    )
+                } else {
+                    None
+                };
+                next.approvals.push(Approval {
+                    by: by.to_string(),
+                    group,
+                    at: now,
+                });
+                // Until the quorum is reached the request keeps waiting (its deadline too).
+                if next.approvals.len() >= self.quorum.needed() {
+                    next.approver = Some(by.to_string());
+                    next.decided_at = Some(now);
+                    next.state = S::Approved;
+                }
             }
             SessionEvent::Deny { reason, .. } => {
                 next.approver = Some(by.to_string());

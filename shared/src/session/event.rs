@@ -82,6 +82,9 @@ pub enum SessionEvent {
     Approve {
         /// The approver.
         by: Actor,
+        /// Their groups that hold `approve` in the session's environment: with a quorum of
+        /// distinct groups, the approval counts through the first one not counted yet.
+        groups: Vec<String>,
     },
     /// A second person refuses (Flight).
     Deny {
@@ -137,7 +140,7 @@ impl SessionEvent {
     /// Who causes it.
     pub fn actor(&self) -> &Actor {
         match self {
-            SessionEvent::Approve { by }
+            SessionEvent::Approve { by, .. }
             | SessionEvent::Deny { by, .. }
             | SessionEvent::BreakGlass { by }
             | SessionEvent::End { by }
@@ -192,6 +195,12 @@ pub enum TransitionError {
     /// A permission is missing in the session's environment.
     #[error("you need the {0} permission in this environment")]
     MissingPermission(Permission),
+    /// This approver counted already.
+    #[error("you approved this request already; it waits for another approver")]
+    AlreadyApproved,
+    /// The quorum wants approvals through distinct groups and the approver's groups counted.
+    #[error("an approver of each of your groups that may approve here counted already; this request needs someone from another group")]
+    GroupCounted,
     /// Approval and breaking the glass exist only on Flight.
     #[error("this is a Ground environment: requests are approved automatically")]
     NotFlight,
@@ -213,6 +222,7 @@ impl TransitionError {
             TransitionError::OwnRequest
                 | TransitionError::NotRequester { .. }
                 | TransitionError::MissingPermission(_)
+                | TransitionError::GroupCounted
                 | TransitionError::WrongActor { .. }
         )
     }

@@ -25,6 +25,7 @@ pub(crate) fn req(tier: Tier) -> NewSession {
         duration_minutes: 30,
         recycle: true,
         requester: "alice".into(),
+        quorum: crate::session::Quorum::default(),
     }
 }
 
@@ -56,6 +57,7 @@ pub(crate) fn all_events() -> Vec<SessionEvent> {
     vec![
         SessionEvent::Approve {
             by: approver.clone(),
+            groups: vec![],
         },
         SessionEvent::Deny {
             by: approver.clone(),

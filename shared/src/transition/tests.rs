@@ -77,6 +77,7 @@ fn requester_cannot_approve_own_request() {
         .apply(
             &SessionEvent::Approve {
                 by: user("alice", PermissionSet::ALL),
+                groups: vec![],
             },
             NOW,
         )
@@ -93,7 +94,8 @@ fn approve_needs_the_permission_and_break_glass_needs_self() {
     assert_eq!(
         s.apply(
             &SessionEvent::Approve {
-                by: user("carol", only_request)
+                by: user("carol", only_request),
+                groups: vec![],
             },
             NOW
         ),
@@ -167,7 +169,13 @@ fn only_the_requester_ends_and_terminate_needs_permission() {
 fn people_cannot_send_system_events_and_the_system_cannot_approve() {
     let s = session_in(SessionState::PendingApproval, Tier::Flight);
     assert!(matches!(
-        s.apply(&SessionEvent::Approve { by: Actor::System }, NOW),
+        s.apply(
+            &SessionEvent::Approve {
+                by: Actor::System,
+                groups: vec![]
+            },
+            NOW
+        ),
         Err(TransitionError::WrongActor { .. })
     ));
     let a = session_in(SessionState::Active, Tier::Flight);
@@ -278,7 +286,7 @@ fn arb_actor() -> impl Strategy<Value = Actor> {
 
 fn arb_event() -> impl Strategy<Value = SessionEvent> {
     prop_oneof![
-        arb_actor().prop_map(|by| SessionEvent::Approve { by }),
+        arb_actor().prop_map(|by| SessionEvent::Approve { by, groups: vec![] }),
         arb_actor().prop_map(|by| SessionEvent::Deny {
             by,
             reason: "no".into()
@@ -324,4 +332,82 @@ proptest! {
             }
         }
     }
+}
+
+/// A request of `alice` in Flight needing `required` approvals (through distinct groups when
+/// `distinct`).
+fn quorum_request(required: u8, distinct: bool) -> Session {
+    let mut r = req(Tier::Flight);
+    r.quorum = crate::session::Quorum {
+        required,
+        distinct_groups: distinct,
+    };
+    Session::new_request(Uuid::nil(), r, NOW)
+}
+
+fn approve(s: &Session, who: &str, groups: &[&str]) -> Result<Session, TransitionError> {
+    let event = SessionEvent::Approve {
+        by: user(who, crate::permissions::PermissionSet::ALL),
+        groups: groups.iter().map(ToString::to_string).collect(),
+    };
+    s.apply(&event, NOW)
+}
+
+#[test]
+fn a_quorum_counts_each_approver_once_and_runs_when_it_is_reached() {
+    let s = quorum_request(2, false);
+    assert_eq!(approve(&s, "alice", &[]), Err(TransitionError::OwnRequest));
+    let one = approve(&s, "bob", &["sre"]).unwrap();
+    assert_eq!(one.state, SessionState::PendingApproval);
+    assert_eq!((one.approvals.len(), one.approver.as_deref()), (1, None));
+    assert!(!one.is_authorized_for_flight());
+    assert_eq!(
+        approve(&one, "bob", &["sre"]),
+        Err(TransitionError::AlreadyApproved)
+    );
+    let two = approve(&one, "carol", &["sre"]).unwrap();
+    assert_eq!(two.state, SessionState::Approved);
+    assert_eq!(two.approver.as_deref(), Some("carol"));
+    assert_eq!(
+        two.approvals
+            .iter()
+            .map(|a| a.by.as_str())
+            .collect::<Vec<_>>(),
+        ["bob", "carol"]
+    );
+    assert!(two.is_authorized_for_flight());
+    // A deny by any approver ends the request, approvals given or not.
+    let denied = one
+        .apply(
+            &SessionEvent::Deny {
+                by: user("dan", crate::permissions::PermissionSet::ALL),
+                reason: "not now".into(),
+            },
+            NOW,
+        )
+        .unwrap();
+    assert_eq!(denied.state, SessionState::Denied);
+}
+
+#[test]
+fn a_quorum_of_distinct_groups_counts_one_voice_per_group() {
+    let s = quorum_request(2, true);
+    let one = approve(&s, "bob", &["sre"]).unwrap();
+    assert_eq!(one.approvals[0].group.as_deref(), Some("sre"));
+    assert_eq!(
+        approve(&one, "dan", &["sre"]),
+        Err(TransitionError::GroupCounted)
+    );
+    assert_eq!(
+        approve(&one, "dan", &[]),
+        Err(TransitionError::GroupCounted)
+    );
+    let two = approve(&one, "erin", &["sre", "dba"]).unwrap();
+    assert_eq!(two.approvals[1].group.as_deref(), Some("dba"));
+    assert_eq!(two.state, SessionState::Approved);
+    // An approved row that claims fewer approvals than its quorum never activates.
+    let mut forged = one.clone();
+    forged.state = SessionState::Approved;
+    forged.approver = Some("bob".into());
+    assert!(forged.apply(&SessionEvent::BeginActivation, NOW).is_err());
 }
