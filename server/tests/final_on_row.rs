@@ -128,6 +128,7 @@ async fn approved(lifecycle: &Lifecycle) -> Uuid {
         duration_minutes: 30,
         recycle: false,
         requester: "alice".into(),
+        quorum: breakglass_shared::session::Quorum::default(),
     };
     let s = lifecycle
         .create(req, time::OffsetDateTime::now_utc())

@@ -196,6 +196,7 @@ async fn the_cluster_driver_refuses_a_protected_namespace_before_any_write() {
                 duration_minutes: 15,
                 recycle: false,
                 requester: "alice".into(),
+                quorum: breakglass_shared::session::Quorum::default(),
             },
             time::OffsetDateTime::now_utc(),
         );

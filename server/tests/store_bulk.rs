@@ -34,6 +34,7 @@ fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
         duration_minutes: 30,
         recycle: false,
         requester: requester.clone(),
+        quorum: breakglass_shared::session::Quorum::default(),
     };
     let first = Session::new_request(Uuid::now_v7(), new, now);
     let create = EventDraft {

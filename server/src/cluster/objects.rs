@@ -377,6 +377,7 @@ mod tests {
                 duration_minutes: 30,
                 recycle: false,
                 requester: "alice".into(),
+                quorum: breakglass_shared::session::Quorum::default(),
             },
             time::OffsetDateTime::UNIX_EPOCH,
         )

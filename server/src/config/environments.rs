@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use breakglass_shared::session::Quorum;
 use breakglass_shared::{names, validate};
 use breakglass_shared::{Permission, PermissionSet, Tier};
 use serde::Deserialize;
@@ -115,6 +116,13 @@ pub struct EnvironmentConfig {
     /// More namespaces no session may touch here (added to the standard protected ones).
     #[serde(default)]
     pub protected_namespaces: Vec<String>,
+    /// Approvals a Flight request needs here (1 to 5; default 1).
+    #[serde(default)]
+    pub approvals_required: Option<u8>,
+    /// Whether each approval must come through a group holding `approve` here that no earlier
+    /// approval came through.
+    #[serde(default)]
+    pub approvers_from_distinct_groups: bool,
 }
 
 /// A resolved environment.
@@ -132,9 +140,25 @@ pub struct Environment {
     pub identity: Option<String>,
     /// Every protected namespace here: the standard ones, the server's own, the configured.
     pub protected_namespaces: Vec<String>,
+    /// What a Flight request's approval needs here.
+    pub quorum: Quorum,
 }
 
 impl Environment {
+    /// Those of `groups` that hold `approve` here: the groups an approval can count through.
+    pub fn approving_groups(&self, groups: &[String]) -> Vec<String> {
+        self.permissions
+            .get(&Permission::Approve)
+            .map(|h| {
+                groups
+                    .iter()
+                    .filter(|g| h.groups.contains(g))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// What a user with these groups holds here.
     pub fn permissions_of(&self, user: &str, groups: &[String]) -> PermissionSet {
         let mut set = PermissionSet::NONE;
@@ -197,6 +221,8 @@ pub fn demo_environments() -> Vec<EnvironmentConfig> {
         permissions: perms(),
         identity: None,
         protected_namespaces: vec![],
+        approvals_required: None,
+        approvers_from_distinct_groups: false,
     };
     vec![demo("dev", Tier::Ground), demo("prod", Tier::Flight)]
 }
@@ -319,6 +345,19 @@ impl EnvironmentConfig {
                 protected.push(n.clone());
             }
         }
+        let required = self.approvals_required.unwrap_or(1);
+        if !(1..=5).contains(&required) {
+            return Err(ConfigError::new(
+                format!("{key}.approvals_required"),
+                "must be 1 to 5",
+            ));
+        }
+        if self.tier == Tier::Ground && (required > 1 || self.approvers_from_distinct_groups) {
+            return Err(ConfigError::new(
+                format!("{key}.approvals_required"),
+                "a Ground environment approves its requests at once; a quorum is for Flight",
+            ));
+        }
         Ok(Environment {
             name: self.name,
             tier: self.tier,
@@ -326,6 +365,10 @@ impl EnvironmentConfig {
             permissions,
             identity: self.identity,
             protected_namespaces: protected,
+            quorum: Quorum {
+                required,
+                distinct_groups: self.approvers_from_distinct_groups,
+            },
         })
     }
 }

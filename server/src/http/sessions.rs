@@ -93,6 +93,7 @@ pub async fn create(
         duration_minutes: req.duration_minutes.unwrap_or(bounds.default_minutes),
         recycle: req.recycle,
         requester: user.name.clone(),
+        quorum: env.quorum,
     };
     let s = lifecycle.create(new, OffsetDateTime::now_utc()).await?;
     Ok((StatusCode::CREATED, Json(s)))
@@ -261,15 +262,21 @@ macro_rules! transition_doc {
             SessionId(id): SessionId,
         ) -> Result<Json<Session>, ApiError> {
             let action = transition_doc!(@action $name);
-            let by = actor_for(&config, store.as_ref(), &user, id, action).await?;
-            let next = lifecycle.act(id, transition_doc!(@event $name, by)).await?;
+            let (session, perms) = user.session(&config, store.as_ref(), id, action).await?;
+            let by = actor(&user, perms);
+            // The groups an approval can count through, for a quorum of distinct groups.
+            let groups = config
+                .environment(&session.environment)
+                .map(|e| e.approving_groups(&user.groups))
+                .unwrap_or_default();
+            let next = lifecycle.act(id, transition_doc!(@event $name, by, groups)).await?;
             Ok(Json(next))
         }
     };
-    (@event approve, $by:ident) => { SessionEvent::Approve { by: $by } };
-    (@event break_glass, $by:ident) => { SessionEvent::BreakGlass { by: $by } };
-    (@event end, $by:ident) => { SessionEvent::End { by: $by } };
-    (@event terminate, $by:ident) => { SessionEvent::Terminate { by: $by } };
+    (@event approve, $by:ident, $groups:ident) => { SessionEvent::Approve { by: $by, groups: $groups } };
+    (@event break_glass, $by:ident, $groups:ident) => {{ drop($groups); SessionEvent::BreakGlass { by: $by } }};
+    (@event end, $by:ident, $groups:ident) => {{ drop($groups); SessionEvent::End { by: $by } }};
+    (@event terminate, $by:ident, $groups:ident) => {{ drop($groups); SessionEvent::Terminate { by: $by } }};
     (@action approve) => { Action::Approve };
     (@action break_glass) => { Action::BreakGlass };
     (@action end) => { Action::End };

@@ -83,6 +83,7 @@ async fn request(store: &dyn Store, age: Duration) -> Uuid {
         duration_minutes: 30,
         recycle: false,
         requester: "alice".into(),
+        quorum: breakglass_shared::session::Quorum::default(),
     };
     let s = Session::new_request(Uuid::now_v7(), new, made);
     let draft = EventDraft {
@@ -107,7 +108,10 @@ async fn a_decision_past_the_deadline_is_refused_and_leaves_the_request_expired(
     let dir = tempfile::tempdir().unwrap();
     let (lifecycle, store) = lifecycle(dir.path()).await;
     let decisions = [
-        SessionEvent::Approve { by: bob() },
+        SessionEvent::Approve {
+            by: bob(),
+            groups: vec![],
+        },
         SessionEvent::Deny {
             by: bob(),
             reason: "not now".into(),
@@ -139,7 +143,13 @@ async fn decisions_in_time_and_withdrawals_after_the_deadline_go_through() {
     let (lifecycle, store) = lifecycle(dir.path()).await;
     let id = request(store.as_ref(), EXPIRY - Duration::seconds(5)).await;
     let approved = lifecycle
-        .act(id, SessionEvent::Approve { by: bob() })
+        .act(
+            id,
+            SessionEvent::Approve {
+                by: bob(),
+                groups: vec![],
+            },
+        )
         .await
         .unwrap();
     assert_eq!(approved.state, SessionState::Approved);

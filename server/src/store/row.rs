@@ -6,7 +6,7 @@
 use std::str::FromStr;
 
 use breakglass_shared::api::SessionEventRecord;
-use breakglass_shared::session::{EndReason, RecordingRef, RekorEntry, Review};
+use breakglass_shared::session::{EndReason, Quorum, RecordingRef, RekorEntry, Review};
 use breakglass_shared::{Session, SessionState};
 use sqlx::{Encode, Postgres, Sqlite, Type};
 use time::OffsetDateTime;
@@ -80,9 +80,12 @@ session_row! {
         recycle: bool,
         requester: String,
         created_at: OffsetDateTime,
+        quorum_required: i64,
+        quorum_distinct: bool,
     }
     mutable {
         approver: Option<String>,
+        approvals_json: String,
         glass_broken_by: Option<String>,
         state: String,
         end_reason: Option<String>,
@@ -158,7 +161,10 @@ impl From<&Session> for SessionRow {
             recycle: s.recycle,
             requester: s.requester.clone(),
             created_at: s.created_at,
+            quorum_required: i64::from(s.quorum.required),
+            quorum_distinct: s.quorum.distinct_groups,
             approver: s.approver.clone(),
+            approvals_json: serde_json::to_string(&s.approvals).unwrap_or_else(|_| "[]".into()),
             glass_broken_by: s.glass_broken_by.clone(),
             state: s.state.as_str().to_string(),
             end_reason: s.end_reason.as_ref().map(|r| r.kind().to_string()),
@@ -230,6 +236,14 @@ impl TryFrom<SessionRow> for Session {
             _ => None,
         };
         let duration = row.duration_minutes;
+        let required = row.quorum_required;
+        let quorum = Quorum {
+            required: u8::try_from(required)
+                .map_err(|_| corrupt(id, "quorum_required", required.to_string()))?,
+            distinct_groups: row.quorum_distinct,
+        };
+        let approvals = serde_json::from_str(&row.approvals_json)
+            .map_err(|_| corrupt(id, "approvals_json", row.approvals_json.clone()))?;
         Ok(Session {
             id,
             environment: row.environment,
@@ -245,6 +259,8 @@ impl TryFrom<SessionRow> for Session {
             recycle: row.recycle,
             requester: row.requester,
             approver: row.approver,
+            quorum,
+            approvals,
             glass_broken_by: row.glass_broken_by,
             state,
             end_reason,
@@ -313,6 +329,7 @@ mod tests {
             duration_minutes: 30,
             recycle: false,
             requester: "alice".into(),
+            quorum: breakglass_shared::session::Quorum::default(),
         };
         let mut s = Session::new_request(Uuid::from_u128(7), req, now);
         s.state = SessionState::Ended;
@@ -365,11 +382,18 @@ mod tests {
         }
     }
 
+    /// The table as its migrations make it: the first one's columns and those added later.
     #[test]
     fn the_row_has_every_column_of_the_schema() {
-        for schema in [
-            include_str!("../../migrations/sqlite/0001_init.sql"),
-            include_str!("../../migrations/postgres/0001_init.sql"),
+        for (schema, added) in [
+            (
+                include_str!("../../migrations/sqlite/0001_init.sql"),
+                include_str!("../../migrations/sqlite/0009_quorum.sql"),
+            ),
+            (
+                include_str!("../../migrations/postgres/0001_init.sql"),
+                include_str!("../../migrations/postgres/0009_quorum.sql"),
+            ),
         ] {
             let table = schema
                 .split("CREATE TABLE breakglass_sessions (")
@@ -379,6 +403,12 @@ mod tests {
             let mut columns: Vec<&str> = table
                 .lines()
                 .filter_map(|l| l.split_whitespace().next())
+                .chain(
+                    added
+                        .split("ADD COLUMN ")
+                        .skip(1)
+                        .filter_map(|c| c.split_whitespace().next()),
+                )
                 .collect();
             let mut ours = [FIXED, MUTABLE].concat();
             columns.sort_unstable();
