@@ -22,6 +22,7 @@ pub fn session(n: u128, state: SessionState, version: i64) -> Session {
             duration_minutes: 30,
             recycle: false,
             requester: "alice".into(),
+            quorum: breakglass_shared::session::Quorum::default(),
         },
         OffsetDateTime::from_unix_timestamp(1_700_000_000 + n as i64)
             .unwrap_or(OffsetDateTime::UNIX_EPOCH),

@@ -299,6 +299,32 @@ pub fn marker_label(raw: &str) -> String {
     }
 }
 
+/// "1 of 2 approvals: bob (sre)" for a request that needs more than one; `None` when one
+/// approval is all it needs.
+pub fn approvals_line(s: &Session) -> Option<String> {
+    let needed = s.quorum.needed();
+    if needed < 2 {
+        return None;
+    }
+    let given = s.approvals.len();
+    let who: Vec<String> = s
+        .approvals
+        .iter()
+        .map(|a| match &a.group {
+            Some(g) => format!("{} ({g})", a.by),
+            None => a.by.clone(),
+        })
+        .collect();
+    let mut line = format!("{given} of {needed} approvals");
+    if !who.is_empty() {
+        line.push_str(&format!(": {}", who.join(", ")));
+    }
+    if s.quorum.distinct_groups {
+        line.push_str("; each from another group");
+    }
+    Some(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,6 +469,30 @@ mod tests {
         assert_eq!(
             review_sentence("carol", Verdict::Concern),
             "carol raised a concern"
+        );
+    }
+
+    #[test]
+    fn a_quorum_says_how_many_approvals_it_has_and_from_whom() {
+        let mut s =
+            crate::fixtures::session(1, breakglass_shared::SessionState::PendingApproval, 1);
+        assert_eq!(approvals_line(&s), None, "one approval needs no count");
+        s.quorum = breakglass_shared::session::Quorum {
+            required: 2,
+            distinct_groups: true,
+        };
+        assert_eq!(
+            approvals_line(&s).as_deref(),
+            Some("0 of 2 approvals; each from another group")
+        );
+        s.approvals.push(breakglass_shared::session::Approval {
+            by: "bob".into(),
+            group: Some("sre".into()),
+            at: s.created_at,
+        });
+        assert_eq!(
+            approvals_line(&s).as_deref(),
+            Some("1 of 2 approvals: bob (sre); each from another group")
         );
     }
 }

@@ -231,6 +231,7 @@ fn QueueItem(
                     {s.target_container.clone().map(|c| format!(" · sees {c}"))}
                 </div>
                 <p class="qi-reason">{s.reason.clone()}</p>
+                {crate::format::approvals_line(&s).map(|line| view! { <p class="qi-approvals muted small" data-testid="approvals-count">{line}</p> })}
                 {s.ticket.clone().map(|t| view! {
                     <a class="qi-ticket" href=t.clone() target="_blank" rel="noopener noreferrer">{t.clone()}</a>
                 })}

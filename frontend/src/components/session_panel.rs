@@ -225,6 +225,9 @@ fn StateView(
                 {format::outcome(&s)}
             </p>
         })}
+        {waiting.then(|| format::approvals_line(&s)).flatten().map(|line| view! {
+            <p class="approvals" data-testid="approvals-count">{line}</p>
+        })}
         {waiting.then(|| view! {
             <p class="approvers" data-testid="approvers">
                 {move || {
@@ -281,7 +284,15 @@ fn Facts(
             {s.ticket.clone().map(|t| view! {
                 <dt>"Ticket"</dt><dd><a href=t.clone() target="_blank" rel="noopener noreferrer">{t.clone()}</a></dd>
             })}
-            {s.approver.clone().filter(|_| s.state != SessionState::Denied).map(|a| view! { <dt>"Approved by"</dt><dd>{a}</dd> })}
+            {s.approver.clone().filter(|_| s.state != SessionState::Denied).map(|a| {
+                // With a quorum, every approver, in order.
+                let all = if s.approvals.len() > 1 {
+                    s.approvals.iter().map(|x| x.by.clone()).collect::<Vec<_>>().join(", ")
+                } else {
+                    a
+                };
+                view! { <dt>"Approved by"</dt><dd>{all}</dd> }
+            })}
             {s.glass_broken_by.clone().map(|a| view! { <dt>"Glass broken by"</dt><dd><span class="glass">{a}</span></dd> })}
             {s.review_deadline().map(|by| view! {
                 <dt>"Review"</dt><dd><crate::components::session_list::ReviewDeadline by=by/></dd>
