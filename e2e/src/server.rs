@@ -428,8 +428,12 @@ impl ApiClient {
 /// A server configuration (TOML) with demo users and one environment per `(name, tier,
 /// kubeconfig)`; sweep every second.
 pub fn config_toml(envs: &[(&str, &str, &Path)], extra: &str) -> String {
+    // The servers of one test binary share its control plane, each with its own database: to
+    // any of them another's grant is an orphan (no session of its own names it), and at the
+    // default age of 60 s a reconcile pass deleted the grant of a neighbour's one-minute
+    // session while it ran. Tests of the reconciler set their own age (`Rig::config_with`).
     let mut s = String::from(
-        "sweep_interval_seconds = 1\nactivation_timeout_seconds = 30\napproval_expiry_minutes = 60\n\n[dev_login]\nenabled = true\n\n",
+        "sweep_interval_seconds = 1\nactivation_timeout_seconds = 30\napproval_expiry_minutes = 60\norphan_min_age_seconds = 3600\n\n[dev_login]\nenabled = true\n\n",
     );
     s.push_str(extra);
     for (name, tier, kubeconfig) in envs {

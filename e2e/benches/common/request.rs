@@ -18,5 +18,6 @@ pub fn request(i: usize, environment: &str, tier: Tier, requester: String) -> Ne
         duration_minutes: 30,
         recycle: false,
         requester,
+        quorum: breakglass_shared::session::Quorum::default(),
     }
 }
