@@ -153,6 +153,7 @@ async fn unlock(
     responses(
         (status = 201, description = "Locked", body = Lock),
         (status = 400, description = "Missing reason", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 403, description = "Needs tower.breakglass.terminate there (or CSRF)", body = ErrorBody),
         (status = 404, description = "No such environment", body = ErrorBody),
         (status = 409, description = "Locked already", body = ErrorBody),
@@ -182,8 +183,11 @@ pub async fn lock_environment(
     request_body = LockBody,
     responses(
         (status = 200, description = "Lifted, or waiting for a second admin", body = UnlockAnswer),
+        (status = 400, description = "Missing reason", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 403, description = "Needs tower.breakglass.terminate there, or a second admin (or CSRF)", body = ErrorBody),
         (status = 404, description = "Not locked, or no such environment", body = ErrorBody),
+        (status = 409, description = "Another admin changed the lock at the same moment", body = ErrorBody),
     ))]
 pub async fn unlock_environment(
     State(config): State<Arc<Config>>,
@@ -201,6 +205,8 @@ pub async fn unlock_environment(
     request_body = LockBody,
     responses(
         (status = 201, description = "Locked", body = Lock),
+        (status = 400, description = "Missing reason, or a name the server will not use", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 403, description = "Needs tower.breakglass.terminate everywhere (or CSRF)", body = ErrorBody),
         (status = 409, description = "Locked already", body = ErrorBody),
     ))]
@@ -229,8 +235,11 @@ pub async fn lock_user(
     request_body = LockBody,
     responses(
         (status = 200, description = "Lifted, or waiting for a second admin", body = UnlockAnswer),
+        (status = 400, description = "Missing reason, or a name the server will not use", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 403, description = "Needs tower.breakglass.terminate everywhere, or a second admin", body = ErrorBody),
         (status = 404, description = "Not locked", body = ErrorBody),
+        (status = 409, description = "Another admin changed the lock at the same moment", body = ErrorBody),
     ))]
 pub async fn unlock_user(
     State(config): State<Arc<Config>>,

@@ -39,6 +39,7 @@ fn actor(user: &CurrentUser, permissions: PermissionSet) -> Actor {
         (status = 400, description = "A field is invalid; `field` names it", body = ErrorBody),
         (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 403, description = "No request permission there, or CSRF", body = ErrorBody),
+        (status = 423, description = "The environment or the requester is locked; the message gives the lock's reason", body = ErrorBody),
     ))]
 pub async fn create(
     State(config): State<Arc<Config>>,
@@ -253,6 +254,7 @@ macro_rules! transition_doc {
                 (status = 403, description = "Not allowed for you (or CSRF)", body = ErrorBody),
                 (status = 404, description = "No such session", body = ErrorBody),
                 (status = 409, description = "Wrong state (`state` names it) or a lost race", body = ErrorBody),
+                (status = 423, description = "Locked (approve, break the glass): the message gives the lock's reason", body = ErrorBody),
             ))]
         pub async fn $name(
             State(config): State<Arc<Config>>,
