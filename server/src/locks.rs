@@ -4,7 +4,7 @@
 //! cannot lift a lock that needed both with one of them. What a lock stops is the lifecycle's
 //! (`lifecycle/locks.rs`), enforced by every replica.
 
-use breakglass_shared::lock::{Lock, LockScope, UnlockRefusal, UnlockRequest, UnlockStep};
+use breakglass_shared::lock::{find, Lock, LockScope, UnlockRefusal, UnlockRequest, UnlockStep};
 use breakglass_shared::validate::{self, FieldError};
 use breakglass_shared::Tier;
 use time::OffsetDateTime;
@@ -72,12 +72,8 @@ pub async fn lock(
         tracing::warn!(%scope, %target, %by, reason = %lock.reason, "locked");
         return Ok(lock);
     }
-    let held = store
-        .locks()
-        .await?
-        .into_iter()
-        .find(|l| l.scope == scope && l.target == target);
-    Err(match held {
+    let locks = store.locks().await?;
+    Err(match find(&locks, scope, target).cloned() {
         Some(l) => LockError::AlreadyLocked(Box::new(l)),
         None => LockError::Conflict,
     })
@@ -95,12 +91,9 @@ pub async fn unlock(
     now: OffsetDateTime,
 ) -> Result<UnlockStep, LockError> {
     validate::note("reason", reason, true)?;
-    let held = store
-        .locks()
-        .await?
-        .into_iter()
-        .find(|l| l.scope == scope && l.target == target)
-        .ok_or_else(|| LockError::NotLocked(target.to_string()))?;
+    let locks = store.locks().await?;
+    let held =
+        find(&locks, scope, target).ok_or_else(|| LockError::NotLocked(target.to_string()))?;
     let step = held.unlock_step(by, needs_second(config, scope, target))?;
     let reason = reason.trim();
     let done = match step {

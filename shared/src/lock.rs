@@ -65,6 +65,18 @@ pub enum UnlockStep {
     AwaitingSecond,
 }
 
+impl UnlockStep {
+    /// What an unlock of `target` did, for the person who asked.
+    pub fn sentence(&self, target: &str) -> String {
+        match self {
+            UnlockStep::Lifted => format!("{target} is unlocked"),
+            UnlockStep::AwaitingSecond => {
+                format!("your unlock of {target} is recorded; a second admin must confirm it")
+            }
+        }
+    }
+}
+
 /// Why an unlock is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnlockRefusal {
@@ -101,11 +113,17 @@ impl Lock {
     }
 }
 
+/// The lock among `locks` on `target` in `scope`, if there is one.
+pub fn find<'a>(locks: &'a [Lock], scope: LockScope, target: &str) -> Option<&'a Lock> {
+    locks
+        .iter()
+        .find(|l| l.scope == scope && l.target == target)
+}
+
 /// The locks among `locks` that stop `user`'s work in `environment`: the environment's, then
 /// the person's.
 pub fn blocking<'a>(locks: &'a [Lock], environment: &str, user: &str) -> Option<&'a Lock> {
-    let of = |scope, name: &str| locks.iter().find(|l| l.scope == scope && l.target == name);
-    of(LockScope::Environment, environment).or_else(|| of(LockScope::User, user))
+    find(locks, LockScope::Environment, environment).or_else(|| find(locks, LockScope::User, user))
 }
 
 /// One entry of the locks' history (append-only): a lock, a request to unlock, an unlock.

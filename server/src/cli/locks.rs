@@ -81,12 +81,21 @@ pub fn unlock_main(args: LockArgs) -> ExitCode {
     super::with_store(&serve, |config, store| async move {
         let (scope, target) = target(&config, &args)?;
         let now = time::OffsetDateTime::now_utc();
-        Ok(match locks::unlock(store.as_ref(), &config, scope, &target, &args.by, &args.reason, now).await? {
-            UnlockStep::Lifted => format!("{target} is unlocked\n"),
-            UnlockStep::AwaitingSecond => format!(
-                "your unlock of {target} is recorded; a second admin must run the same unlock to confirm it\n"
-            ),
-        })
+        let step = locks::unlock(
+            store.as_ref(),
+            &config,
+            scope,
+            &target,
+            &args.by,
+            &args.reason,
+            now,
+        )
+        .await?;
+        let hint = match step {
+            UnlockStep::Lifted => "",
+            UnlockStep::AwaitingSecond => " (by running the same unlock with their own --by)",
+        };
+        Ok(format!("{}{hint}\n", step.sentence(&target)))
     })
 }
 

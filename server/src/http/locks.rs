@@ -133,15 +133,9 @@ async fn unlock(
         now,
     )
     .await?;
-    Ok(Json(match step {
-        UnlockStep::Lifted => UnlockAnswer {
-            lifted: true,
-            message: format!("{target} is unlocked"),
-        },
-        UnlockStep::AwaitingSecond => UnlockAnswer {
-            lifted: false,
-            message: format!("your unlock of {target} is recorded; a second admin must confirm it"),
-        },
+    Ok(Json(UnlockAnswer {
+        lifted: step == UnlockStep::Lifted,
+        message: step.sentence(&target),
     }))
 }
 

@@ -289,10 +289,7 @@ async fn environments_for(
                 permissions.terminate || permissions.self_approve,
             )
             .await,
-            lock: locks
-                .iter()
-                .find(|l| l.scope == LockScope::Environment && l.target == e.name)
-                .cloned(),
+            lock: breakglass_shared::lock::find(locks, LockScope::Environment, &e.name).cloned(),
         }
     }))
     .await
