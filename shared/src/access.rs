@@ -20,6 +20,12 @@ pub enum Action {
     BreakGlass,
     /// End one's own session (before activation: withdraw it).
     End,
+    /// Ask for more time on one's own running session.
+    Extend,
+    /// Approve the waiting extension of someone else's running Flight session.
+    ApproveExtension,
+    /// Refuse the waiting extension of someone else's running Flight session.
+    DenyExtension,
     /// End anyone's session.
     Terminate,
     /// Record a review of someone else's finished session.
@@ -79,6 +85,9 @@ impl Session {
             | Action::Deny
             | Action::BreakGlass
             | Action::End
+            | Action::Extend
+            | Action::ApproveExtension
+            | Action::DenyExtension
             | Action::Terminate => {
                 visible()?;
                 Ok(self.may_change(action, user, permissions)?)
@@ -162,6 +171,45 @@ impl Session {
                     _ => Err(wrong()),
                 }
             }
+            Action::Extend => {
+                if user != self.requester {
+                    return Err(TransitionError::NotRequester {
+                        requester: self.requester.clone(),
+                    });
+                }
+                if self.state != S::Active {
+                    return Err(wrong());
+                }
+                if self.extensions.pending.is_some() {
+                    return Err(TransitionError::ExtensionWaiting);
+                }
+                if self.extensions.asks_left() == 0 {
+                    return Err(TransitionError::NoExtensionsLeft {
+                        max: self.extensions.limits.max_count,
+                    });
+                }
+                Ok(())
+            }
+            Action::ApproveExtension | Action::DenyExtension => {
+                if self.tier != Tier::Flight {
+                    return Err(TransitionError::NotFlight);
+                }
+                if self.state != S::Active {
+                    return Err(wrong());
+                }
+                let Some(ask) = &self.extensions.pending else {
+                    return Err(TransitionError::NoExtensionWaiting);
+                };
+                if user == self.requester {
+                    return Err(TransitionError::OwnRequest);
+                }
+                require(Permission::Approve)?;
+                if action == Action::ApproveExtension && ask.approvals.iter().any(|a| a.by == user)
+                {
+                    return Err(TransitionError::AlreadyApproved);
+                }
+                Ok(())
+            }
             Action::Terminate => {
                 require(Permission::Terminate)?;
                 match self.state {
@@ -213,6 +261,9 @@ impl SessionEvent {
             SessionEvent::Deny { .. } => Action::Deny,
             SessionEvent::BreakGlass { .. } => Action::BreakGlass,
             SessionEvent::End { .. } => Action::End,
+            SessionEvent::AskExtension { .. } => Action::Extend,
+            SessionEvent::ApproveExtension { .. } => Action::ApproveExtension,
+            SessionEvent::DenyExtension { .. } => Action::DenyExtension,
             SessionEvent::Terminate { .. } => Action::Terminate,
             _ => return None,
         })

@@ -138,6 +138,38 @@ pub struct DenyRequest {
     pub reason: String,
 }
 
+/// `POST /sessions/{id}/extend`: more time for one's own running session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ExtendRequest {
+    /// Minutes to add: at least 1; with what the session had, at most its tier's
+    /// `max_minutes`.
+    #[cfg_attr(feature = "server", schema(minimum = 1, example = 15))]
+    pub minutes: u32,
+    /// Why more time is needed: as a request's reason (10 to 1000 characters).
+    #[cfg_attr(
+        feature = "server",
+        schema(
+            min_length = 10,
+            max_length = 1000,
+            example = "the heap dump is still being written"
+        )
+    )]
+    pub reason: String,
+}
+
+impl ExtendRequest {
+    /// Checks the fields the request alone decides; what fits the session is the state
+    /// machine's to say.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if self.minutes == 0 {
+            return Err(FieldError::new("minutes", "must be at least 1"));
+        }
+        validate::reason(&self.reason)
+    }
+}
+
 /// `POST /sessions/{id}/review`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]

@@ -113,7 +113,9 @@ impl From<TransitionError> for ErrorBody {
             }
             _ => None,
         };
-        let code = if e.is_forbidden() {
+        let code = if e.field().is_some() {
+            ErrorCode::InvalidInput
+        } else if e.is_forbidden() {
             ErrorCode::Forbidden
         } else {
             ErrorCode::WrongState
@@ -121,7 +123,7 @@ impl From<TransitionError> for ErrorBody {
         ErrorBody {
             code,
             message: e.to_string(),
-            field: None,
+            field: e.field().map(str::to_string),
             state,
         }
     }

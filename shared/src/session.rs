@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 mod approvals;
 mod event;
+mod extension;
 mod kinds;
 mod review;
 #[cfg(test)]
@@ -21,6 +22,7 @@ mod tests;
 
 pub use approvals::{Approval, Quorum};
 pub use event::{Actor, Progress, RecordingRef, RekorEntry, SessionEvent, TransitionError};
+pub use extension::{Extension, ExtensionAsk, ExtensionDenial, ExtensionLimits, Extensions};
 pub use kinds::{EndReason, Mode, SessionState, Tier};
 pub use review::{Review, ReviewError, Verdict};
 
@@ -51,6 +53,8 @@ pub struct NewSession {
     pub requester: String,
     /// What its approval needs (Flight; from its environment).
     pub quorum: Quorum,
+    /// How far it may be extended (from its tier's durations).
+    pub extension_limits: ExtensionLimits,
 }
 
 /// One session: the audit record.
@@ -75,7 +79,7 @@ pub struct Session {
     pub reason: String,
     /// Ticket or incident URL.
     pub ticket: Option<String>,
-    /// Requested duration in minutes.
+    /// Requested duration in minutes; extensions add to it ([`Session::granted_minutes`]).
     pub duration_minutes: u32,
     /// Recycle asked (only where [`Tier::allows_recycle`]).
     pub recycle: bool,
@@ -89,6 +93,9 @@ pub struct Session {
     /// The approvals given so far (Flight), oldest first.
     #[serde(default)]
     pub approvals: Vec<Approval>,
+    /// More time asked and given while it runs.
+    #[serde(default)]
+    pub extensions: Extensions,
     /// Who broke the glass, if anyone.
     pub glass_broken_by: Option<String>,
     /// Current state.
@@ -170,6 +177,7 @@ impl Session {
             approver: None,
             quorum: req.quorum,
             approvals: Vec::new(),
+            extensions: Extensions::under(req.extension_limits),
             glass_broken_by: None,
             state,
             end_reason: None,
@@ -211,6 +219,25 @@ impl Session {
                     .approver
                     .as_deref()
                     .is_some_and(|a| a != self.requester))
+    }
+
+    /// The minutes this session may run: what was requested and every extension given. The
+    /// grant's TTL says this.
+    pub fn granted_minutes(&self) -> u32 {
+        self.duration_minutes + self.extensions.granted_minutes()
+    }
+
+    /// The longest this session could run if every extension it may still get were given:
+    /// the time box of what it leaves in the cluster that cannot be moved later (the debug
+    /// container's own deadline, a copy pod's cleanup label). The server ends it explicitly at
+    /// its actual deadline.
+    pub fn ceiling_minutes(&self) -> u32 {
+        if self.extensions.asks_left() == 0 {
+            self.granted_minutes()
+        } else {
+            self.granted_minutes()
+                .max(self.extensions.limits.max_total_minutes)
+        }
     }
 
     /// A glass-broken session that finished without a review.

@@ -7,10 +7,12 @@ use time::{Duration, OffsetDateTime};
 
 use crate::permissions::PermissionSet;
 use crate::session::{
-    Approval, EndReason, Progress, RekorEntry, Review, ReviewError, Session, SessionEvent,
-    SessionState, Tier, TransitionError, Verdict,
+    EndReason, Extension, ExtensionAsk, ExtensionDenial, Progress, RekorEntry, Review, ReviewError,
+    Session, SessionEvent, SessionState, Tier, TransitionError, Verdict,
 };
 
+#[cfg(test)]
+mod extension_tests;
 #[cfg(test)]
 mod tests;
 
@@ -39,27 +41,8 @@ impl Session {
         next.version += 1;
         match event {
             SessionEvent::Approve { groups, .. } => {
-                if self.approvals.iter().any(|a| a.by == by) {
-                    return Err(TransitionError::AlreadyApproved);
-                }
-                let group = if self.quorum.distinct_groups {
-                    let counted =
-                        |g: &String| self.approvals.iter().any(|a| a.group.as_ref() == Some(g));
-                    Some(
-                        groups
-                            .iter()
-                            .find(|g| !counted(g))
-                            .cloned()
-                            .ok_or(TransitionError::GroupCounted)?,
-                    )
-                } else {
-                    None
-                };
-                next.approvals.push(Approval {
-                    by: by.to_string(),
-                    group,
-                    at: now,
-                });
+                let approval = self.quorum.admit(&self.approvals, by, groups, now)?;
+                next.approvals.push(approval);
                 // Until the quorum is reached the request keeps waiting (its deadline too).
                 if next.approvals.len() >= self.quorum.needed() {
                     next.approver = Some(by.to_string());
@@ -73,6 +56,48 @@ impl Session {
                 next.state = S::Denied;
                 next.denial_reason = Some(reason.clone());
                 next.finished_at = Some(now);
+            }
+            SessionEvent::AskExtension {
+                minutes, reason, ..
+            } => {
+                if self.expires_at.is_some_and(|at| at <= now) {
+                    return Err(TransitionError::DeadlinePassed);
+                }
+                let room = self.extensions.room(self.duration_minutes);
+                if *minutes == 0 || *minutes > room {
+                    return Err(TransitionError::BeyondMaximum { room });
+                }
+                let ask = ExtensionAsk {
+                    minutes: *minutes,
+                    reason: reason.clone(),
+                    at: now,
+                    approvals: Vec::new(),
+                };
+                next.extensions.denied = None;
+                match self.tier {
+                    Tier::Ground => next.extend(ask, now),
+                    Tier::Flight => next.extensions.pending = Some(ask),
+                }
+            }
+            SessionEvent::ApproveExtension { groups, .. } => {
+                let Some(mut ask) = next.extensions.pending.take() else {
+                    return Err(TransitionError::NoExtensionWaiting);
+                };
+                ask.approvals
+                    .push(self.quorum.admit(&ask.approvals, by, groups, now)?);
+                if ask.approvals.len() >= self.quorum.needed() {
+                    next.extend(ask, now);
+                } else {
+                    next.extensions.pending = Some(ask);
+                }
+            }
+            SessionEvent::DenyExtension { reason, .. } => {
+                next.extensions.pending = None;
+                next.extensions.denied = Some(ExtensionDenial {
+                    by: by.to_string(),
+                    reason: reason.clone(),
+                    at: now,
+                });
             }
             SessionEvent::BreakGlass { .. } => {
                 next.glass_broken_by = Some(by.to_string());
@@ -202,6 +227,20 @@ impl Session {
             event: event.kind(),
             actor: by.name().to_string(),
         })
+    }
+
+    /// Gives the time `ask` asked for: the deadline moves by it.
+    fn extend(&mut self, ask: ExtensionAsk, now: OffsetDateTime) {
+        self.expires_at = self
+            .expires_at
+            .map(|at| at + Duration::minutes(i64::from(ask.minutes)));
+        self.extensions.granted.push(Extension {
+            minutes: ask.minutes,
+            reason: ask.reason,
+            asked_at: ask.at,
+            granted_at: now,
+            approvals: ask.approvals,
+        });
     }
 
     fn begin_ending(&mut self, reason: EndReason, now: OffsetDateTime) {

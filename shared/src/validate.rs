@@ -45,6 +45,14 @@ pub struct DurationBounds {
     pub max_minutes: u32,
     /// What the form proposes.
     pub default_minutes: u32,
+    /// How many times a running session may be extended; with its extensions it runs at most
+    /// `max_minutes` in all.
+    #[serde(default = "default_max_extensions")]
+    pub max_extensions: u8,
+}
+
+fn default_max_extensions() -> u8 {
+    2
 }
 
 impl Default for DurationBounds {
@@ -53,6 +61,17 @@ impl Default for DurationBounds {
             min_minutes: 5,
             max_minutes: 60,
             default_minutes: 30,
+            max_extensions: default_max_extensions(),
+        }
+    }
+}
+
+impl DurationBounds {
+    /// The extension bounds a session made under these durations carries.
+    pub fn extension_limits(&self) -> crate::session::ExtensionLimits {
+        crate::session::ExtensionLimits {
+            max_count: self.max_extensions,
+            max_total_minutes: self.max_minutes,
         }
     }
 }

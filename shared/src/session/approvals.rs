@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use super::TransitionError;
+
 /// What a Flight request needs before it runs; fixed when it is made, from its environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
@@ -31,6 +33,38 @@ impl Quorum {
     /// Approvals needed, never fewer than one.
     pub fn needed(self) -> usize {
         usize::from(self.required.max(1))
+    }
+
+    /// The approval `by` gives at `now`, after those `given`, counted through the first of
+    /// their approving `groups` not counted yet where the quorum wants distinct groups; or why
+    /// it does not count. The same rule serves the request and each extension of it.
+    pub(crate) fn admit(
+        self,
+        given: &[Approval],
+        by: &str,
+        groups: &[String],
+        now: OffsetDateTime,
+    ) -> Result<Approval, TransitionError> {
+        if given.iter().any(|a| a.by == by) {
+            return Err(TransitionError::AlreadyApproved);
+        }
+        let group = if self.distinct_groups {
+            let counted = |g: &String| given.iter().any(|a| a.group.as_ref() == Some(g));
+            Some(
+                groups
+                    .iter()
+                    .find(|g| !counted(g))
+                    .cloned()
+                    .ok_or(TransitionError::GroupCounted)?,
+            )
+        } else {
+            None
+        };
+        Ok(Approval {
+            by: by.to_string(),
+            group,
+            at: now,
+        })
     }
 }
 

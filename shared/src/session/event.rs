@@ -108,6 +108,31 @@ pub enum SessionEvent {
         /// Who terminated it.
         by: Actor,
     },
+    /// The requester asks for more time while the session runs: on Ground it is given at once,
+    /// on Flight it waits for approval.
+    AskExtension {
+        /// The requester.
+        by: Actor,
+        /// Minutes to add.
+        minutes: u32,
+        /// Why.
+        reason: String,
+    },
+    /// A second person approves the waiting extension (Flight); with enough approvals for the
+    /// session's quorum the time is added.
+    ApproveExtension {
+        /// The approver.
+        by: Actor,
+        /// Their groups that hold `approve` there (see [`SessionEvent::Approve`]).
+        groups: Vec<String>,
+    },
+    /// A second person refuses the waiting extension (Flight); the session keeps its deadline.
+    DenyExtension {
+        /// The approver.
+        by: Actor,
+        /// Why (shown to the requester).
+        reason: String,
+    },
     /// The server ends a session (TTL, pod gone, relay or recording failure, operator force).
     SystemEnd {
         /// Why; `UserEnded` and `Terminated` are for people and are refused here.
@@ -142,6 +167,9 @@ impl SessionEvent {
         match self {
             SessionEvent::Approve { by, .. }
             | SessionEvent::Deny { by, .. }
+            | SessionEvent::AskExtension { by, .. }
+            | SessionEvent::ApproveExtension { by, .. }
+            | SessionEvent::DenyExtension { by, .. }
             | SessionEvent::BreakGlass { by }
             | SessionEvent::End { by }
             | SessionEvent::Terminate { by } => by,
@@ -152,7 +180,12 @@ impl SessionEvent {
     /// Free-text detail for the events table.
     pub fn detail(&self) -> Option<String> {
         match self {
-            SessionEvent::Deny { reason, .. } => Some(reason.clone()),
+            SessionEvent::Deny { reason, .. } | SessionEvent::DenyExtension { reason, .. } => {
+                Some(reason.clone())
+            }
+            SessionEvent::AskExtension {
+                minutes, reason, ..
+            } => Some(format!("{minutes} min: {reason}")),
             SessionEvent::SystemEnd { reason } => Some(reason.kind().to_string()),
             SessionEvent::ActivationFailed { error } => Some(error.clone()),
             SessionEvent::Progress(p) => serde_json::to_string(p).ok(),
@@ -201,6 +234,27 @@ pub enum TransitionError {
     /// The quorum wants approvals through distinct groups and the approver's groups counted.
     #[error("an approver of each of your groups that may approve here counted already; this request needs someone from another group")]
     GroupCounted,
+    /// An extension waits for approval already.
+    #[error("an extension of this session is waiting for approval already")]
+    ExtensionWaiting,
+    /// No extension waits for a decision.
+    #[error("no extension of this session is waiting for approval")]
+    NoExtensionWaiting,
+    /// The session had every extension it may have.
+    #[error("{}", no_extensions_left(*.max))]
+    NoExtensionsLeft {
+        /// The bound it was made under.
+        max: u8,
+    },
+    /// The minutes asked are none, or more than fit under the session's longest time.
+    #[error("ask for 1 to {room} minutes: no more fits the longest a session may run here")]
+    BeyondMaximum {
+        /// The most minutes that fit.
+        room: u32,
+    },
+    /// The session's deadline passed; it is ending.
+    #[error("the session's time is up; ask for a new session")]
+    DeadlinePassed,
     /// Approval and breaking the glass exist only on Flight.
     #[error("this is a Ground environment: requests are approved automatically")]
     NotFlight,
@@ -214,7 +268,24 @@ pub enum TransitionError {
     },
 }
 
+fn no_extensions_left(max: u8) -> String {
+    match max {
+        0 => "sessions here cannot be extended; end this one and ask for a new session".into(),
+        1 => "this session had its one extension; end it and ask for a new session".into(),
+        n => format!("this session had its {n} extensions; end it and ask for a new session"),
+    }
+}
+
 impl TransitionError {
+    /// The request field a refusal is about, where it is about what was asked rather than who
+    /// or when (answered 400 naming it).
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            TransitionError::BeyondMaximum { .. } => Some("minutes"),
+            _ => None,
+        }
+    }
+
     /// True when the refusal is about who asked (403) rather than when (409).
     pub fn is_forbidden(&self) -> bool {
         matches!(

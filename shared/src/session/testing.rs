@@ -26,6 +26,10 @@ pub(crate) fn req(tier: Tier) -> NewSession {
         recycle: true,
         requester: "alice".into(),
         quorum: crate::session::Quorum::default(),
+        extension_limits: crate::session::ExtensionLimits {
+            max_count: 2,
+            max_total_minutes: 60,
+        },
     }
 }
 
@@ -68,6 +72,19 @@ pub(crate) fn all_events() -> Vec<SessionEvent> {
         },
         SessionEvent::End {
             by: user("alice", PermissionSet::NONE),
+        },
+        SessionEvent::AskExtension {
+            by: user("alice", PermissionSet::NONE),
+            minutes: 10,
+            reason: "the dump is still running".into(),
+        },
+        SessionEvent::ApproveExtension {
+            by: approver.clone(),
+            groups: vec![],
+        },
+        SessionEvent::DenyExtension {
+            by: approver.clone(),
+            reason: "not now".into(),
         },
         SessionEvent::Terminate { by: approver },
         SessionEvent::SystemEnd {
