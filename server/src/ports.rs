@@ -213,6 +213,11 @@ pub trait ClusterOps: Send + Sync + 'static {
         progress: &dyn ProgressSink,
     ) -> Result<(), ClusterError>;
 
+    /// Gives a running session's grant the session's new time (its TTL label and annotation
+    /// say [`Session::granted_minutes`]); asked before an extension is written, so the row
+    /// never promises more time than the cluster's backstop allows. Idempotent.
+    async fn extend(&self, session: &Session) -> Result<(), ClusterError>;
+
     /// Removes everything the session may have created (idempotent; safe when nothing was).
     async fn cleanup(
         &self,

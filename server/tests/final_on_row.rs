@@ -39,6 +39,9 @@ impl ClusterOps for Cluster {
         }
         Ok(())
     }
+    async fn extend(&self, _: &Session) -> Result<(), ClusterError> {
+        Ok(())
+    }
     async fn cleanup(&self, _: &Session, _: &dyn ProgressSink) -> Result<(), ClusterError> {
         Ok(())
     }
@@ -129,6 +132,7 @@ async fn approved(lifecycle: &Lifecycle) -> Uuid {
         recycle: false,
         requester: "alice".into(),
         quorum: breakglass_shared::session::Quorum::default(),
+        extension_limits: breakglass_shared::session::ExtensionLimits::default(),
     };
     let s = lifecycle
         .create(req, time::OffsetDateTime::now_utc())

@@ -197,6 +197,7 @@ async fn the_cluster_driver_refuses_a_protected_namespace_before_any_write() {
                 recycle: false,
                 requester: "alice".into(),
                 quorum: breakglass_shared::session::Quorum::default(),
+                extension_limits: breakglass_shared::session::ExtensionLimits::default(),
             },
             time::OffsetDateTime::now_utc(),
         );

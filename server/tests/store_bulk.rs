@@ -35,6 +35,7 @@ fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
         recycle: false,
         requester: requester.clone(),
         quorum: breakglass_shared::session::Quorum::default(),
+        extension_limits: breakglass_shared::session::ExtensionLimits::default(),
     };
     let first = Session::new_request(Uuid::now_v7(), new, now);
     let create = EventDraft {

@@ -42,6 +42,9 @@ impl ClusterOps for Hanging {
         self.running.fetch_sub(1, Ordering::SeqCst);
         Ok(())
     }
+    async fn extend(&self, _: &Session) -> Result<(), ClusterError> {
+        Ok(())
+    }
     async fn cleanup(&self, _: &Session, _: &dyn ProgressSink) -> Result<(), ClusterError> {
         Ok(())
     }

@@ -80,6 +80,26 @@ impl Clusters {
         self.wait_running(&t).await
     }
 
+    /// An extension: the grant's TTL label and annotation follow the session's new time (the
+    /// grant policy checks them as at creation).
+    pub(super) async fn extend_inner(&self, s: &Session) -> Result<(), ClusterError> {
+        let env = s.environment.as_str();
+        let rbs: Api<RoleBinding> = Api::namespaced(self.client(env).await?, &s.namespace);
+        let ttl = grant_ttl(s);
+        let patch = serde_json::json!({"metadata": {
+            "labels": {TTL_LABEL: &ttl},
+            "annotations": {TTL_ANNOTATION: &ttl},
+        }});
+        let name = grant_name(s);
+        retry(STEP_BUDGET, false, || async {
+            rbs.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| ClusterError::from_kube(env, "extend the grant", e))
+        })
+        .await
+    }
+
     /// Step 1: the grant RoleBinding (an existing one must be this session's).
     async fn create_grant(
         &self,

@@ -276,6 +276,11 @@ impl ClusterOps for Clusters {
         self.forget_stale(&session.environment, r).await
     }
 
+    async fn extend(&self, session: &Session) -> Result<(), ClusterError> {
+        let r = self.extend_inner(session).await;
+        self.forget_stale(&session.environment, r).await
+    }
+
     async fn cleanup(
         &self,
         session: &Session,

@@ -57,9 +57,15 @@ pub fn subject_for(username: &str) -> Subject {
     }
 }
 
+/// The grant's TTL (label and annotation): the minutes the session may run, extensions
+/// included; an extension rewrites it.
+pub fn grant_ttl(s: &Session) -> String {
+    format!("{}m", s.granted_minutes())
+}
+
 /// The grant: binds the mode's debug role to the server itself, in the pod's namespace only.
 pub fn grant(s: &Session, server_username: &str) -> RoleBinding {
-    let ttl = format!("{}m", s.duration_minutes);
+    let ttl = grant_ttl(s);
     let mut labels = BTreeMap::from([
         (MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string()),
         (SESSION_LABEL.to_string(), s.id.to_string()),
@@ -147,11 +153,13 @@ fn debug_command() -> Option<Vec<String>> {
 }
 
 /// The env vars of the debug container: the session (which the policies match against the
-/// container's name) and its deadline.
+/// container's name) and its deadline. A container's environment cannot change, so the
+/// deadline is the session's ceiling (every extension it may still get); the server ends the
+/// container at the session's actual end.
 fn session_env(s: &Session) -> Option<Vec<EnvVar>> {
     let from = s.activating_at.unwrap_or(s.created_at);
     let deadline =
-        from.unix_timestamp() + i64::from(s.duration_minutes) * 60 + DEADLINE_GRACE_SECONDS;
+        from.unix_timestamp() + i64::from(s.ceiling_minutes()) * 60 + DEADLINE_GRACE_SECONDS;
     Some(vec![
         EnvVar {
             name: SESSION_ENV.into(),
@@ -233,7 +241,9 @@ pub fn copy_pod(s: &Session, original: &Pod, image: &str) -> Pod {
             labels: Some(BTreeMap::from([
                 (COPY_LABEL.to_string(), s.id.to_string()),
                 (MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string()),
-                (TTL_LABEL.to_string(), format!("{}m", s.duration_minutes)),
+                // A pod's labels cannot change later (the pod-patch policy): its backstop
+                // covers every extension the session may still get.
+                (TTL_LABEL.to_string(), format!("{}m", s.ceiling_minutes())),
             ])),
             ..Default::default()
         },
@@ -378,6 +388,7 @@ mod tests {
                 recycle: false,
                 requester: "alice".into(),
                 quorum: breakglass_shared::session::Quorum::default(),
+                extension_limits: breakglass_shared::session::ExtensionLimits::default(),
             },
             time::OffsetDateTime::UNIX_EPOCH,
         )

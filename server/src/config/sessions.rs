@@ -12,10 +12,10 @@ use super::{within, ConfigError};
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TierDurations {
-    /// Ground bounds (default 5..=60, proposing 30).
+    /// Ground bounds (default 5..=60, proposing 30, two extensions).
     #[serde(default)]
     pub ground: DurationBounds,
-    /// Flight bounds (default 5..=60, proposing 30).
+    /// Flight bounds (default 5..=60, proposing 30, two extensions).
     #[serde(default)]
     pub flight: DurationBounds,
 }
@@ -45,6 +45,12 @@ impl TierDurations {
                 return Err(ConfigError::new(
                     format!("durations.{tier}.max_minutes"),
                     "must be at most 1440 (one day)",
+                ));
+            }
+            if b.max_extensions > 10 {
+                return Err(ConfigError::new(
+                    format!("durations.{tier}.max_extensions"),
+                    "must be at most 10: a session that needs more is a new session",
                 ));
             }
         }

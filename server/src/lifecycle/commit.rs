@@ -18,6 +18,12 @@ pub enum Commit {
     BreakGlass,
     /// The requester ended (or withdrew) it.
     End,
+    /// The requester asked for more time (on Ground: given).
+    AskExtension,
+    /// A second person approved the waiting extension.
+    ApproveExtension,
+    /// A second person refused the waiting extension.
+    DenyExtension,
     /// An admin terminated it.
     Terminate,
     /// The server ended it.
@@ -46,6 +52,9 @@ impl Commit {
             SessionEvent::Deny { .. } => Commit::Deny,
             SessionEvent::BreakGlass { .. } => Commit::BreakGlass,
             SessionEvent::End { .. } => Commit::End,
+            SessionEvent::AskExtension { .. } => Commit::AskExtension,
+            SessionEvent::ApproveExtension { .. } => Commit::ApproveExtension,
+            SessionEvent::DenyExtension { .. } => Commit::DenyExtension,
             SessionEvent::Terminate { .. } => Commit::Terminate,
             SessionEvent::SystemEnd { .. } => Commit::SystemEnd,
             SessionEvent::Expire => Commit::Expire,
@@ -66,6 +75,12 @@ impl Commit {
     /// Whether the change may leave a session `Approved` with activation owed by this server.
     pub fn hands_over(self) -> bool {
         matches!(self, Commit::Create | Commit::Approve | Commit::BreakGlass)
+    }
+
+    /// Whether the change may have given a running session more time (its grant's TTL and
+    /// recording follow).
+    pub fn extends(self) -> bool {
+        matches!(self, Commit::AskExtension | Commit::ApproveExtension)
     }
 
     /// Whether the change may leave a session `Ending` with cleanup owed by this server.

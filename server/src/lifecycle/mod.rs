@@ -10,6 +10,7 @@
 mod claims;
 mod commit;
 mod drive;
+mod extend;
 mod locks;
 mod progress;
 #[cfg(test)]
@@ -246,6 +247,12 @@ impl Lifecycle {
         ) {
             let s = self.get(id).await?;
             self.refuse_if_locked(&s.environment, &s.requester).await?;
+        }
+        if matches!(
+            event,
+            SessionEvent::AskExtension { .. } | SessionEvent::ApproveExtension { .. }
+        ) {
+            self.prepare_extension(id, &event).await?;
         }
         let next = self
             .commit(id, |s, now| {

@@ -84,6 +84,7 @@ async fn request(store: &dyn Store, age: Duration) -> Uuid {
         recycle: false,
         requester: "alice".into(),
         quorum: breakglass_shared::session::Quorum::default(),
+        extension_limits: breakglass_shared::session::ExtensionLimits::default(),
     };
     let s = Session::new_request(Uuid::now_v7(), new, made);
     let draft = EventDraft {

@@ -49,7 +49,10 @@ pub(super) fn spawn(
                 change = changes.recv() => {
                     let Some(r) = recorder.upgrade() else { return };
                     match change {
-                        Ok(c) => r.on_change(&c.session).await,
+                        Ok(c) => {
+                            r.note(&c).await;
+                            r.on_change(&c.session).await;
+                        }
                         Err(RecvError::Lagged(_)) => r.reread().await,
                         Err(RecvError::Closed) => return,
                     }
@@ -127,6 +130,18 @@ impl Recorder {
 
     /// Finishes the recording of `s` here when it has a live writer and left `Active` (it may
     /// have been ended through another replica, which waits for this lease).
+    /// Writes into a recording made here what a change did to its session that the person
+    /// at the terminal and a later reviewer should see in it (more time asked, given or
+    /// refused), wherever that change was made.
+    async fn note(&self, c: &SessionChange) {
+        let Some(text) = c.session.extension_note(&c.kind) else {
+            return;
+        };
+        if let Some(w) = self.writers.lock().await.get(&c.session.id) {
+            let _ = w.marker(&text);
+        }
+    }
+
     async fn on_change(self: &Arc<Self>, s: &Session) {
         // Only the states after `Active` end a recording. A change is a snapshot that can
         // reach the keeper late (it lags behind the commits under load): one from before the

@@ -86,6 +86,7 @@ session_row! {
     mutable {
         approver: Option<String>,
         approvals_json: String,
+        extensions_json: String,
         glass_broken_by: Option<String>,
         state: String,
         end_reason: Option<String>,
@@ -165,6 +166,7 @@ impl From<&Session> for SessionRow {
             quorum_distinct: s.quorum.distinct_groups,
             approver: s.approver.clone(),
             approvals_json: serde_json::to_string(&s.approvals).unwrap_or_else(|_| "[]".into()),
+            extensions_json: serde_json::to_string(&s.extensions).unwrap_or_else(|_| "{}".into()),
             glass_broken_by: s.glass_broken_by.clone(),
             state: s.state.as_str().to_string(),
             end_reason: s.end_reason.as_ref().map(|r| r.kind().to_string()),
@@ -244,6 +246,8 @@ impl TryFrom<SessionRow> for Session {
         };
         let approvals = serde_json::from_str(&row.approvals_json)
             .map_err(|_| corrupt(id, "approvals_json", row.approvals_json.clone()))?;
+        let extensions = serde_json::from_str(&row.extensions_json)
+            .map_err(|_| corrupt(id, "extensions_json", row.extensions_json.clone()))?;
         Ok(Session {
             id,
             environment: row.environment,
@@ -261,6 +265,7 @@ impl TryFrom<SessionRow> for Session {
             approver: row.approver,
             quorum,
             approvals,
+            extensions,
             glass_broken_by: row.glass_broken_by,
             state,
             end_reason,
@@ -330,8 +335,21 @@ mod tests {
             recycle: false,
             requester: "alice".into(),
             quorum: breakglass_shared::session::Quorum::default(),
+            extension_limits: breakglass_shared::session::ExtensionLimits {
+                max_count: 2,
+                max_total_minutes: 60,
+            },
         };
         let mut s = Session::new_request(Uuid::from_u128(7), req, now);
+        s.extensions
+            .granted
+            .push(breakglass_shared::session::Extension {
+                minutes: 10,
+                reason: "the dump is still running".into(),
+                asked_at: now,
+                granted_at: now,
+                approvals: vec![],
+            });
         s.state = SessionState::Ended;
         s.approver = Some("bob".into());
         s.end_reason = Some(EndReason::Terminated { by: "carol".into() });
@@ -388,11 +406,19 @@ mod tests {
         for (schema, added) in [
             (
                 include_str!("../../migrations/sqlite/0001_init.sql"),
-                include_str!("../../migrations/sqlite/0009_quorum.sql"),
+                [
+                    include_str!("../../migrations/sqlite/0009_quorum.sql"),
+                    include_str!("../../migrations/sqlite/0010_extensions.sql"),
+                ]
+                .concat(),
             ),
             (
                 include_str!("../../migrations/postgres/0001_init.sql"),
-                include_str!("../../migrations/postgres/0009_quorum.sql"),
+                [
+                    include_str!("../../migrations/postgres/0009_quorum.sql"),
+                    include_str!("../../migrations/postgres/0010_extensions.sql"),
+                ]
+                .concat(),
             ),
         ] {
             let table = schema
