@@ -29,6 +29,7 @@ use crate::store::Store;
 pub mod clusters;
 pub mod dev_login;
 pub mod events;
+pub mod extensions;
 pub mod extract;
 pub mod headers;
 pub mod host;
@@ -63,6 +64,9 @@ pub mod terminal;
         sessions::end,
         sessions::terminate,
         sessions::review,
+        extensions::extend,
+        extensions::approve_extension,
+        extensions::deny_extension,
         events::stream,
         recordings::recording,
         recordings::verify,
@@ -96,6 +100,15 @@ pub fn app(state: AppState) -> Router {
         .route("/sessions/{id}/end", post(sessions::end))
         .route("/sessions/{id}/terminate", post(sessions::terminate))
         .route("/sessions/{id}/review", post(sessions::review))
+        .route("/sessions/{id}/extend", post(extensions::extend))
+        .route(
+            "/sessions/{id}/extension/approve",
+            post(extensions::approve_extension),
+        )
+        .route(
+            "/sessions/{id}/extension/deny",
+            post(extensions::deny_extension),
+        )
         .route("/events", get(events::stream))
         .route("/sessions/{id}/terminal", get(terminal::terminal))
         .route("/sessions/{id}/recording", get(recordings::recording))

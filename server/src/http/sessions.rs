@@ -95,6 +95,7 @@ pub async fn create(
         recycle: req.recycle,
         requester: user.name.clone(),
         quorum: env.quorum,
+        extension_limits: bounds.extension_limits(),
     };
     let s = lifecycle.create(new, OffsetDateTime::now_utc()).await?;
     Ok((StatusCode::CREATED, Json(s)))
@@ -232,7 +233,7 @@ fn approvers_of(config: &Config, s: &Session) -> Vec<String> {
 /// The caller as the actor of `action` on session `id`, if [`Session::may`] lets them do it:
 /// the state machine applies the same rule to the event, but a refusal here comes before the
 /// write, and a session they may not see answers 404.
-async fn actor_for(
+pub(crate) async fn actor_for(
     config: &Config,
     store: &dyn Store,
     user: &CurrentUser,
