@@ -30,7 +30,10 @@ pub use cluster::{guardrails, namespaces, pods, ItemStatus};
 pub use events::{open_events, EventStream, StreamEvent};
 pub use locks::{lock_environment, unlock_environment};
 pub use recordings::{recording, recording_download_url, verify_recording};
-pub use sessions::{act, create_session, deny, list_sessions, review, session, Action};
+pub use sessions::{
+    act, approve_extension, create_session, deny, deny_extension, extend, list_sessions, review,
+    session, Action,
+};
 pub use terminal::open_terminal;
 
 thread_local! {

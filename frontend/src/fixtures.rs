@@ -23,6 +23,7 @@ pub fn session(n: u128, state: SessionState, version: i64) -> Session {
             recycle: false,
             requester: "alice".into(),
             quorum: breakglass_shared::session::Quorum::default(),
+            extension_limits: breakglass_shared::session::ExtensionLimits::default(),
         },
         OffsetDateTime::from_unix_timestamp(1_700_000_000 + n as i64)
             .unwrap_or(OffsetDateTime::UNIX_EPOCH),

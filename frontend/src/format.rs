@@ -325,6 +325,18 @@ pub fn approvals_line(s: &Session) -> Option<String> {
     Some(line)
 }
 
+/// `30 min`, or with extensions `30 min, extended by 15 (45 min)`.
+pub fn duration_line(s: &Session) -> String {
+    match s.extensions.granted_minutes() {
+        0 => format!("{} min", s.duration_minutes),
+        more => format!(
+            "{} min, extended by {more} ({} min)",
+            s.duration_minutes,
+            s.granted_minutes()
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

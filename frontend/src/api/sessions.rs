@@ -1,7 +1,8 @@
 //! Sessions: the list, one session's detail, a request, and the changes people make.
 
 use breakglass_shared::api::{
-    CreateSessionRequest, DenyRequest, ListQuery, ReviewRequest, SessionDetail, SessionPage,
+    CreateSessionRequest, DenyRequest, ExtendRequest, ListQuery, ReviewRequest, SessionDetail,
+    SessionPage,
 };
 use breakglass_shared::Session;
 use uuid::Uuid;
@@ -92,6 +93,39 @@ pub async fn deny(id: Uuid, reason: &str) -> Result<Session, ApiError> {
         reason: reason.into(),
     };
     post_json("deny", &format!("/sessions/{id}/deny"), Some(&body)).await
+}
+
+/// `POST /sessions/{id}/extend`: more time for one's own running session.
+pub async fn extend(id: Uuid, req: &ExtendRequest) -> Result<Session, ApiError> {
+    post_json(
+        "ask for more time",
+        &format!("/sessions/{id}/extend"),
+        Some(req),
+    )
+    .await
+}
+
+/// `POST /sessions/{id}/extension/approve`.
+pub async fn approve_extension(id: Uuid) -> Result<Session, ApiError> {
+    post_json::<(), _>(
+        "approve more time",
+        &format!("/sessions/{id}/extension/approve"),
+        None,
+    )
+    .await
+}
+
+/// `POST /sessions/{id}/extension/deny`.
+pub async fn deny_extension(id: Uuid, reason: &str) -> Result<Session, ApiError> {
+    let body = DenyRequest {
+        reason: reason.into(),
+    };
+    post_json(
+        "refuse more time",
+        &format!("/sessions/{id}/extension/deny"),
+        Some(&body),
+    )
+    .await
 }
 
 /// `POST /sessions/{id}/review`.

@@ -5,6 +5,7 @@ pub mod breadcrumb;
 pub mod common;
 pub mod debug_form;
 pub mod env_lock;
+pub mod extension;
 pub mod guardrails;
 pub mod player;
 pub mod queue_strip;

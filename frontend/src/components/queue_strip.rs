@@ -9,6 +9,7 @@ use crate::api::{self, links, ApiError};
 use crate::auth::use_auth;
 use crate::components::actions::{Decision, Decisions, DenyDrafts, SessionActions};
 use crate::components::common::{dynv, Age, Empty, ErrorNotice, Loading, TierBadge};
+use crate::components::extension::ExtensionBox;
 use crate::fetch::fetch;
 use crate::format;
 use crate::live::{use_clock, use_live};
@@ -148,6 +149,22 @@ pub fn QueueStrip(
             .map(|v| v.len())
             .filter(|n| *n > 0)
     };
+    // Running sessions whose more time waits for a decision the reader may give.
+    let ext_env = environment.clone();
+    let extensions = live_list(
+        ListQuery {
+            environment: environment.clone(),
+            state: Some(SessionState::Active),
+            limit: Some(MAX_PAGE),
+            ..Default::default()
+        },
+        move |s| {
+            s.extensions.pending.is_some()
+                && ext_env.as_ref().is_none_or(|e| *e == s.environment)
+                && auth.may(s, breakglass_shared::access::Action::ApproveExtension)
+        },
+    );
+    let asked = Memo::new(move |_| extensions.get().and_then(Result::ok).unwrap_or_default());
     let heading_id = format!("queue-{}", environment.as_deref().unwrap_or("all"));
     let labelled_by = heading_id.clone();
     // An approved or denied request leaves the queue: what was decided is said here instead.
@@ -181,6 +198,25 @@ pub fn QueueStrip(
                     />
                 </ul>
             </ListStates>
+            {dynv(move || (!asked.get().is_empty()).then(|| view! {
+                <h3>"More time asked"</h3>
+                <ul class="queue">
+                    <For
+                        each=move || asked.get()
+                        key=|s| (s.id, s.version)
+                        children=move |s| view! {
+                            <li class="queue-item" data-testid="extension-item" data-session=s.id.to_string()>
+                                <div class="qi-where">
+                                    <TierBadge tier=s.tier/>
+                                    <strong>{s.environment.clone()}</strong>
+                                    <a href=links::session(s.id) class="qi-pod">{format!("{}/{}", s.namespace, s.pod)}</a>
+                                </div>
+                                <ExtensionBox session=s.clone()/>
+                            </li>
+                        }
+                    />
+                </ul>
+            }))}
         </section>
     }
 }

@@ -242,6 +242,7 @@ fn StateView(
             </p>
         })}
         {below}
+        <crate::components::extension::ExtensionBox session=s.clone()/>
         {if active || fold_facts {
             // The terminal is what matters now (and stays after the end): the details fold away.
             view! {
@@ -269,7 +270,7 @@ fn Facts(
             <dd><a href=links::pod(&s.environment, &s.namespace, &s.pod)>{format!("{}/{}/{}", s.environment, s.namespace, s.pod)}</a></dd>
             <dt>"Requested by"</dt><dd>{s.requester.clone()} " · " <Age at=s.created_at/></dd>
             <dt>"Mode"</dt><dd>{crate::format::mode_label(s.mode)}{s.target_container.clone().map(|c| format!(", sees the processes of {c}"))}</dd>
-            <dt>"Duration"</dt><dd>{format!("{} min", s.duration_minutes)}</dd>
+            <dt>"Duration"</dt><dd>{crate::format::duration_line(&s)}</dd>
             // In UTC, what a reviewer matches against the cluster's and the app's logs.
             {s.active_at.map(|at| view! {
                 <dt>"Started"</dt><dd data-testid="session-started"><time datetime=crate::format::timestamp(at)>{crate::format::timestamp(at)}</time></dd>

@@ -24,6 +24,13 @@ pub fn event_sentence(e: &SessionEventRecord, requester: &str) -> String {
         "end" if e.to_state == SessionState::Withdrawn => format!("{who} withdrew the request."),
         "end" => format!("{who} ended the session."),
         "terminate" => format!("{who} terminated the session."),
+        "ask_extension" => match detail.split_once(" min: ") {
+            Some((minutes, why)) => format!("{who} asked for {minutes} more minutes: {why}"),
+            None => format!("{who} asked for more time."),
+        },
+        "approve_extension" => format!("{who} approved more time."),
+        "deny_extension" if detail.is_empty() => format!("{who} refused more time."),
+        "deny_extension" => format!("{who} refused more time: {detail}"),
         "system_end" => match EndReason::from_parts(detail, None) {
             Some(r) => format!("Ending: {}", lower_first(&end_reason(&r, requester))),
             None => "The server ended the session.".into(),
