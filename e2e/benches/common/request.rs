@@ -19,5 +19,6 @@ pub fn request(i: usize, environment: &str, tier: Tier, requester: String) -> Ne
         recycle: false,
         requester,
         quorum: breakglass_shared::session::Quorum::default(),
+        extension_limits: breakglass_shared::session::ExtensionLimits::default(),
     }
 }

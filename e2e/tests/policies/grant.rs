@@ -280,6 +280,26 @@ async fn grant_rule_ground_needs_no_approver_user_identity() -> anyhow::Result<(
         .create(&PostParams::default(), &rb(&ground))
         .await
         .context("a Ground grant without approver is admitted")?;
+    // An extension rewrites the TTL of a grant; the bound holds for that too.
+    let name = ground["metadata"]["name"].as_str().unwrap_or_default();
+    let ttl = |t: &str| {
+        json!({"metadata": {
+            "labels": {"cleanup.kyverno.io/ttl": t},
+            "annotations": {"hangar.io/breakglass-ttl": t},
+        }})
+    };
+    let (merge, extended) = (kube::api::PatchParams::default(), ttl("45m"));
+    grants
+        .patch(name, &merge, &kube::api::Patch::Merge(&extended))
+        .await
+        .context("an extension within the bound is admitted")?;
+    let beyond = ttl("61m");
+    refused_now(
+        "an extension beyond the bound",
+        "at most 60m",
+        grants.patch(name, &merge, &kube::api::Patch::Merge(&beyond)),
+    )
+    .await?;
     wait_allowed(&server.client, &n, "patch", "pods", "ephemeralcontainers").await?;
     ns.delete().await
 }

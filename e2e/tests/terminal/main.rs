@@ -274,6 +274,7 @@ fn verify_cli(
 }
 
 mod endings;
+mod extensions;
 mod leftovers;
 mod relay;
 mod replicas;
