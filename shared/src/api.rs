@@ -278,6 +278,10 @@ pub struct EnvironmentInfo {
     /// The lock in force there, if an admin locked it: nothing runs until it is lifted.
     #[serde(default)]
     pub lock: Option<crate::lock::Lock>,
+    /// Whether approving, breaking the glass, terminating and approving more time here need a
+    /// security key (`crate::step_up`).
+    #[serde(default)]
+    pub step_up: bool,
 }
 
 /// Whether an environment has a cluster behind it, as the UI shows it.
@@ -319,6 +323,9 @@ pub struct UserInfo {
     pub name: String,
     /// Groups.
     pub groups: Vec<String>,
+    /// How many security keys they registered (for step-up).
+    #[serde(default)]
+    pub security_keys: u32,
 }
 
 /// `GET /whoami`.

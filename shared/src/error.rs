@@ -43,6 +43,13 @@ pub enum ErrorCode {
     MisdirectedRequest,
     /// The environment or the person is locked (423); the message gives the lock's reason.
     Locked,
+    /// The environment asks for a security key for this action and none confirmed it (403):
+    /// the assertion is missing, was used before, was issued for another action or session,
+    /// or did not verify. The message says which and what to do.
+    StepUpRequired,
+    /// The person has no security key to confirm with (403); the message says where to add
+    /// one.
+    NoSecurityKey,
 }
 
 impl ErrorCode {
@@ -54,7 +61,10 @@ impl ErrorCode {
             ErrorCode::Timeout => 408,
             ErrorCode::TooManyRequests => 429,
             ErrorCode::Unauthenticated => 401,
-            ErrorCode::Forbidden | ErrorCode::CsrfFailed => 403,
+            ErrorCode::Forbidden
+            | ErrorCode::CsrfFailed
+            | ErrorCode::StepUpRequired
+            | ErrorCode::NoSecurityKey => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::WrongState | ErrorCode::Conflict => 409,

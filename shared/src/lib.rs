@@ -14,6 +14,7 @@ pub mod names;
 pub mod permissions;
 pub mod recording;
 pub mod session;
+pub mod step_up;
 pub mod terminal;
 pub mod transition;
 pub mod validate;
