@@ -24,6 +24,7 @@ pub mod recording;
 pub mod relay;
 pub mod revocation;
 pub mod state;
+pub mod step_up;
 pub mod store;
 pub mod sweep;
 

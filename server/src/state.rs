@@ -27,6 +27,7 @@ pub use crate::metrics::Metrics;
 use crate::ports::ClusterOps;
 use crate::recorder::{Recorder, RecorderParts};
 use crate::relay::Relay;
+use crate::step_up::StepUp;
 use crate::store::{Notice, Store};
 
 /// Everything a request or task needs.
@@ -59,6 +60,8 @@ pub struct Context {
     pub holds: Arc<Holds>,
     /// The OIDC provider (discovered on first use), shared by the sign-in and the checks.
     pub oidc: OidcProvider,
+    /// Security keys: registering them, and confirming actions with them.
+    pub step_up: Arc<StepUp>,
 }
 
 /// Axum state: a cheap handle on the [`Context`].
@@ -96,6 +99,7 @@ parts! {
     Option<Arc<Clusters>> => clusters,
     Metrics => metrics,
     Arc<Holds> => holds,
+    Arc<StepUp> => step_up,
 }
 
 /// Errors while building the context.
@@ -188,6 +192,7 @@ impl Context {
             holds: holds.clone(),
         });
         let oidc = OidcProvider::for_config(&config);
+        let step_up = Arc::new(StepUp::new(&config, store.clone()));
         let ctx = Arc::new(Context {
             config: Arc::new(config),
             store,
@@ -201,6 +206,7 @@ impl Context {
             clusters,
             holds,
             oidc,
+            step_up,
         });
         tokio::spawn(follow(Arc::downgrade(&ctx), notices));
         let checker = crate::revocation::Checker {

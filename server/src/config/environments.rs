@@ -123,6 +123,10 @@ pub struct EnvironmentConfig {
     /// approval came through.
     #[serde(default)]
     pub approvers_from_distinct_groups: bool,
+    /// Whether approving, breaking the glass, terminating and approving more time here need a
+    /// fresh assertion of one of the person's security keys (suggested for Flight).
+    #[serde(default)]
+    pub step_up: bool,
 }
 
 /// A resolved environment.
@@ -142,6 +146,8 @@ pub struct Environment {
     pub protected_namespaces: Vec<String>,
     /// What a Flight request's approval needs here.
     pub quorum: Quorum,
+    /// Whether the actions of `breakglass_shared::step_up::StepUpAction` need a security key.
+    pub step_up: bool,
 }
 
 impl Environment {
@@ -223,6 +229,7 @@ pub fn demo_environments() -> Vec<EnvironmentConfig> {
         protected_namespaces: vec![],
         approvals_required: None,
         approvers_from_distinct_groups: false,
+        step_up: false,
     };
     vec![demo("dev", Tier::Ground), demo("prod", Tier::Flight)]
 }
@@ -369,7 +376,36 @@ impl EnvironmentConfig {
                 required,
                 distinct_groups: self.approvers_from_distinct_groups,
             },
+            step_up: self.step_up,
         })
+    }
+}
+
+/// Security keys answer only a secure page whose host is a domain: an environment that asks
+/// for them needs `public_url` on https or on `localhost` (the default without one).
+pub(super) fn step_up_needs_a_secure_origin(
+    environments: &[Environment],
+    public_url: Option<&super::PublicUrl>,
+) -> Result<(), ConfigError> {
+    let Some(i) = environments.iter().position(|e| e.step_up) else {
+        return Ok(());
+    };
+    match public_url {
+        Some(p)
+            if !p.secure
+                && p.origin != "http://localhost"
+                && !p.origin.starts_with("http://localhost:") =>
+        {
+            Err(ConfigError::new(
+                format!("environments[{i}].step_up"),
+                format!(
+                    "security keys need the server on https (public_url is {}), or on \
+                     http://localhost",
+                    p.origin
+                ),
+            ))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -351,6 +351,7 @@ impl Config {
             environments,
         }
         .resolve(args.dev, fold_names)?;
+        environments::step_up_needs_a_secure_origin(&envs.environments, auth.public_url.as_ref())?;
         let recording = recording.resolve(&server.data_dir)?;
         let oidc = auth_section
             .oidc

@@ -15,6 +15,7 @@ use tokio::sync::broadcast;
 use uuid::Uuid;
 
 mod bulk;
+mod keys;
 mod leases;
 mod list;
 mod live;
@@ -25,6 +26,7 @@ mod postgres;
 mod row;
 mod sqlite;
 
+pub use keys::{Challenge, KeyStore, SecurityKey};
 pub use leases::LEASE_BATCH;
 pub use list::ListFilter;
 pub use logins::{Login, LoginSelector, LoginSource};
@@ -97,7 +99,7 @@ pub struct EventDraft {
 
 /// Session storage.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: KeyStore + Send + Sync + 'static {
     /// Checks the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
     /// Stores a new session with its creation event.
@@ -309,6 +311,7 @@ macro_rules! sql_store {
         crate::store::live::live_sql!($store, $db);
         crate::store::logins::login_sql!($store);
         crate::store::locks::lock_sql!($store, $db);
+        crate::store::keys::key_sql!($store);
 
         #[async_trait]
         impl Store for $store {
