@@ -74,7 +74,6 @@ pub async fn login(
     .await?;
     let current = current_of(&key, &login, user.groups.clone());
     let jar = jar.add(cookie);
-    let locks = store.locks().await?;
-    let whoami = whoami_for(&config, clusters.as_ref(), &locks, Some(&current)).await;
+    let whoami = whoami_for(&config, clusters.as_ref(), store.as_ref(), Some(&current)).await?;
     Ok((jar, axum::Json(whoami)))
 }

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::Json;
 use breakglass_shared::access::Action;
 use breakglass_shared::api::{DenyRequest, ExtendRequest};
@@ -17,7 +18,9 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, SessionId};
 use crate::http::sessions::actor_for;
+use crate::http::step_up::confirmed_session;
 use crate::lifecycle::Lifecycle;
+use crate::step_up::StepUp;
 use crate::store::Store;
 
 /// Ask for more time on your own running session: given at once on Ground, waiting for
@@ -60,7 +63,7 @@ pub async fn extend(
     responses(
         (status = 200, description = "The session after the approval", body = Session),
         (status = 401, description = "Not signed in", body = ErrorBody),
-        (status = 403, description = "Not allowed for you: your own session, no `approve`, or your group counted already (or CSRF)", body = ErrorBody),
+        (status = 403, description = "Not allowed for you: your own session, no `approve`, or your group counted already (or CSRF); or, where the environment asks for a security key, no fresh assertion for this in the `breakglass-step-up` header (`step_up_required`)", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "Not running, no extension waiting, you approved already, or a lost race", body = ErrorBody),
         (status = 423, description = "Locked: the message gives the lock's reason", body = ErrorBody),
@@ -70,12 +73,22 @@ pub async fn approve_extension(
     State(config): State<Arc<Config>>,
     State(store): State<Arc<dyn Store>>,
     State(lifecycle): State<Arc<Lifecycle>>,
+    State(step_up): State<Arc<StepUp>>,
     user: CurrentUser,
     SessionId(id): SessionId,
+    headers: HeaderMap,
 ) -> Result<Json<Session>, ApiError> {
-    let (session, permissions) = user
-        .session(&config, store.as_ref(), id, Action::ApproveExtension)
-        .await?;
+    let action = Action::ApproveExtension;
+    let (session, permissions) = confirmed_session(
+        &config,
+        store.as_ref(),
+        &step_up,
+        &user,
+        id,
+        action,
+        &headers,
+    )
+    .await?;
     let by = Actor::User {
         name: user.name.clone(),
         permissions,

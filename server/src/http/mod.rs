@@ -39,6 +39,7 @@ pub mod recordings;
 pub mod sessions;
 pub mod sign_in;
 pub mod sockets;
+pub mod step_up;
 pub mod terminal;
 
 /// The OpenAPI document of the whole API.
@@ -78,6 +79,11 @@ pub mod terminal;
         locks::unlock_environment,
         locks::lock_user,
         locks::unlock_user,
+        step_up::list_keys,
+        step_up::key_options,
+        step_up::register_key,
+        step_up::remove_key,
+        step_up::options,
     ),
     components(schemas(breakglass_shared::api::SessionEventRecord))
 )]
@@ -127,6 +133,16 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/users/{user}/lock", post(locks::lock_user))
         .route("/users/{user}/unlock", post(locks::unlock_user))
+        .route(
+            "/account/keys",
+            get(step_up::list_keys).post(step_up::register_key),
+        )
+        .route("/account/keys/options", post(step_up::key_options))
+        .route(
+            "/account/keys/{key}",
+            axum::routing::delete(step_up::remove_key),
+        )
+        .route("/step-up/options", post(step_up::options))
         .route("/openapi.json", get(openapi))
         // After the routes: it applies to those registered before it. Axum keeps `Allow`.
         .method_not_allowed_fallback(api_method_not_allowed)
@@ -250,17 +266,23 @@ async fn api_method_not_allowed(method: axum::http::Method) -> ApiError {
 pub async fn whoami_for(
     config: &Config,
     clusters: Option<&Arc<Clusters>>,
-    locks: &[Lock],
+    store: &dyn Store,
     user: Option<&CurrentUser>,
-) -> WhoAmI {
-    let environments = match user {
-        Some(u) => environments_for(config, clusters, locks, u).await,
-        None => vec![],
+) -> Result<WhoAmI, ApiError> {
+    let (environments, keys) = match user {
+        Some(u) => {
+            let locks = store.locks().await?;
+            let keys = store.keys_of(&u.name).await?.len();
+            let envs = environments_for(config, clusters, &locks, u).await;
+            (envs, u32::try_from(keys).unwrap_or(u32::MAX))
+        }
+        None => (vec![], 0),
     };
-    WhoAmI {
+    Ok(WhoAmI {
         user: user.map(|u| UserInfo {
             name: u.name.clone(),
             groups: u.groups.clone(),
+            security_keys: keys,
         }),
         dev_mode: config.dev_login,
         dev_users: if config.dev_login {
@@ -271,7 +293,7 @@ pub async fn whoami_for(
         environments,
         csrf_token: user.map(|u| u.csrf_token.clone()),
         oidc_login: config.oidc.is_some(),
-    }
+    })
 }
 
 /// The environments where `user` holds any permission, each with whether its cluster answers
@@ -303,6 +325,7 @@ async fn environments_for(
             )
             .await,
             lock: breakglass_shared::lock::find(locks, LockScope::Environment, &e.name).cloned(),
+            step_up: e.step_up,
         }
     }))
     .await
@@ -368,12 +391,8 @@ pub async fn whoami(
     State(store): State<Arc<dyn Store>>,
     MaybeUser(user): MaybeUser,
 ) -> Result<Json<WhoAmI>, ApiError> {
-    let locks = match &user {
-        Some(_) => store.locks().await?,
-        None => Vec::new(),
-    };
     Ok(Json(
-        whoami_for(&config, clusters.as_ref(), &locks, user.as_ref()).await,
+        whoami_for(&config, clusters.as_ref(), store.as_ref(), user.as_ref()).await?,
     ))
 }
 

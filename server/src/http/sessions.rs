@@ -252,7 +252,7 @@ macro_rules! transition_doc {
             responses(
                 (status = 200, description = "The session after the change", body = Session),
                 (status = 401, description = "Not signed in", body = ErrorBody),
-                (status = 403, description = "Not allowed for you (or CSRF)", body = ErrorBody),
+                (status = 403, description = "Not allowed for you (or CSRF); or, where the environment asks for a security key (approve, break the glass, terminate), no fresh assertion for this action on this session in the `breakglass-step-up` header (`step_up_required`)", body = ErrorBody),
                 (status = 404, description = "No such session", body = ErrorBody),
                 (status = 409, description = "Wrong state (`state` names it) or a lost race", body = ErrorBody),
                 (status = 423, description = "Locked (approve, break the glass): the message gives the lock's reason", body = ErrorBody),
@@ -261,11 +261,16 @@ macro_rules! transition_doc {
             State(config): State<Arc<Config>>,
             State(store): State<Arc<dyn Store>>,
             State(lifecycle): State<Arc<Lifecycle>>,
+            State(step_up): State<Arc<crate::step_up::StepUp>>,
             user: CurrentUser,
             SessionId(id): SessionId,
+            headers: axum::http::HeaderMap,
         ) -> Result<Json<Session>, ApiError> {
             let action = transition_doc!(@action $name);
-            let (session, perms) = user.session(&config, store.as_ref(), id, action).await?;
+            let (session, perms) = crate::http::step_up::confirmed_session(
+                &config, store.as_ref(), &step_up, &user, id, action, &headers,
+            )
+            .await?;
             let by = actor(&user, perms);
             // The groups an approval can count through, for a quorum of distinct groups.
             let groups = config
