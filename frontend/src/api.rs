@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 
 use breakglass_shared::api::{API_PREFIX, CSRF_HEADER};
+use breakglass_shared::step_up::STEP_UP_HEADER;
 use breakglass_shared::{ErrorBody, ErrorCode};
 use gloo_net::http::{Request, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
@@ -23,6 +24,7 @@ pub mod links;
 mod locks;
 mod recordings;
 mod sessions;
+mod step_up;
 mod terminal;
 
 pub use auth::{dev_login, logout, whoami};
@@ -34,6 +36,7 @@ pub use sessions::{
     act, approve_extension, create_session, deny, deny_extension, extend, list_sessions, review,
     session, Action,
 };
+pub use step_up::{add_key, confirm, keys, remove_key};
 pub use terminal::open_terminal;
 
 thread_local! {
@@ -215,17 +218,23 @@ async fn get_json<T: DeserializeOwned>(what: &str, path: &str) -> Result<T, ApiE
     decode(what, get_text(what, path).await?)
 }
 
-/// A POST with `body` (JSON, already encoded), if any.
+/// A POST with `body` (JSON, already encoded), if any, and a security key's answer for it
+/// (`step_up`), where its environment asks for one.
 async fn post_text(
     what: &str,
     path: &str,
     body: Option<String>,
+    step_up: Option<&str>,
 ) -> Result<(u16, String), ApiError> {
+    let start = || match step_up {
+        Some(answer) => post(path).header(STEP_UP_HEADER, answer),
+        None => post(path),
+    };
     let build = || match &body {
-        Some(b) => post(path)
+        Some(b) => start()
             .header("Content-Type", "application/json")
             .body(b.as_str()),
-        None => post(path).build(),
+        None => start().build(),
     };
     let res = match send(what, build()).await {
         // The CSRF token rotates (behind an auth proxy, every hour): fetch the current one
@@ -248,7 +257,27 @@ async fn post_json<B: Serialize, T: DeserializeOwned>(
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| ApiError::network(what, e))?;
-    decode(what, post_text(what, path, body).await?)
+    decode(what, post_text(what, path, body, None).await?)
+}
+
+/// [`post_json`] with a security key's answer (see [`post_text`]).
+async fn post_json_confirmed<T: DeserializeOwned>(
+    what: &str,
+    path: &str,
+    step_up: Option<&str>,
+) -> Result<T, ApiError> {
+    decode(what, post_text(what, path, None, step_up).await?)
+}
+
+/// A DELETE, whose answer has no body.
+async fn delete(what: &str, path: &str) -> Result<(), ApiError> {
+    let mut b = Request::delete(&url(path))
+        .credentials(RequestCredentials::SameOrigin)
+        .header("Accept", "application/json");
+    if let Some(token) = CSRF.with(|c| c.borrow().clone()) {
+        b = b.header(CSRF_HEADER, &token);
+    }
+    send(what, b.build()).await.map(|_| ())
 }
 
 #[cfg(test)]

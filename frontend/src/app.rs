@@ -117,6 +117,7 @@ fn AppRoutes() -> impl IntoView {
     dynv(move || match route.get() {
         Route::Home => view! { <pages::Home/> }.into_any(),
         Route::OpsWall => view! { <pages::OpsWall/> }.into_any(),
+        Route::Account => view! { <pages::AccountPage/> }.into_any(),
         Route::Environment | Route::Namespace => view! { <pages::EnvironmentPage/> }.into_any(),
         Route::Pod => view! { <pages::PodPage/> }.into_any(),
         Route::Session => view! { <pages::SessionPage/> }.into_any(),
@@ -155,6 +156,7 @@ fn Topbar() -> impl IntoView {
             <nav class="nav" aria-label="Main">
                 <A href=links::home() exact=true>"Home"</A>
                 <A href=links::ops_wall()>"Ops wall"</A>
+                <A href=links::account()>"Account"</A>
             </nav>
             <div class="topbar-right">
                 {dynv(move || {

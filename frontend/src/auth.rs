@@ -19,6 +19,12 @@ impl Auth {
         self.me.with(|m| m.user.as_ref().map(|u| u.name.clone()))
     }
 
+    /// How many security keys the user registered (tracked).
+    pub fn security_keys(&self) -> u32 {
+        self.me
+            .with(|m| m.user.as_ref().map_or(0, |u| u.security_keys))
+    }
+
     /// An environment the user holds a permission in (tracked).
     pub fn env(&self, name: &str) -> Option<EnvironmentInfo> {
         self.me

@@ -18,6 +18,7 @@ mod live;
 mod pages;
 mod router;
 mod title;
+mod webauthn;
 mod xterm;
 
 fn main() {

@@ -169,6 +169,8 @@ pub enum Route {
     Home,
     /// `/ops-wall`.
     OpsWall,
+    /// `/account`.
+    Account,
     /// `/env/:env`.
     Environment,
     /// `/env/:env/ns/:ns`.
@@ -194,6 +196,7 @@ fn route_of(path: &str) -> (Route, Vec<String>) {
     let route = match s.as_slice() {
         [] => Route::Home,
         ["ops-wall"] => Route::OpsWall,
+        ["account"] => Route::Account,
         ["env", _] => Route::Environment,
         ["env", _, "ns", _] => Route::Namespace,
         ["env", _, "ns", _, "pod", _] => Route::Pod,
@@ -306,6 +309,7 @@ mod tests {
     fn routes_and_their_parameters() {
         assert_eq!(route_of("/"), (Route::Home, vec![]));
         assert_eq!(route_of("/ops-wall"), (Route::OpsWall, vec![]));
+        assert_eq!(route_of("/account"), (Route::Account, vec![]));
         assert_eq!(
             route_of("/env/prod"),
             (Route::Environment, vec!["prod".into()])

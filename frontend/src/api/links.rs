@@ -14,6 +14,11 @@ pub fn ops_wall() -> String {
     "/ops-wall".into()
 }
 
+/// The signed-in person's account page (their security keys).
+pub fn account() -> String {
+    "/account".into()
+}
+
 /// An environment's page.
 pub fn environment(env: &str) -> String {
     format!("/env/{}", encode(env))

@@ -7,7 +7,7 @@ use breakglass_shared::api::{
 use breakglass_shared::Session;
 use uuid::Uuid;
 
-use super::{get_json, post_json, query_string, ApiError};
+use super::{get_json, post_json, post_json_confirmed, query_string, ApiError};
 
 /// The query string of `GET /sessions`.
 pub fn list_query_string(q: &ListQuery) -> String {
@@ -77,12 +77,13 @@ impl Action {
     }
 }
 
-/// Applies `action` to session `id`; the session after the change.
-pub async fn act(id: Uuid, action: Action) -> Result<Session, ApiError> {
-    post_json::<(), _>(
+/// Applies `action` to session `id`, with a security key's answer where its environment asks
+/// for one; the session after the change.
+pub async fn act(id: Uuid, action: Action, step_up: Option<&str>) -> Result<Session, ApiError> {
+    post_json_confirmed(
         action.verb(),
         &format!("/sessions/{id}/{}", action.path()),
-        None,
+        step_up,
     )
     .await
 }
@@ -105,12 +106,13 @@ pub async fn extend(id: Uuid, req: &ExtendRequest) -> Result<Session, ApiError> 
     .await
 }
 
-/// `POST /sessions/{id}/extension/approve`.
-pub async fn approve_extension(id: Uuid) -> Result<Session, ApiError> {
-    post_json::<(), _>(
+/// `POST /sessions/{id}/extension/approve`, with a security key's answer where the
+/// environment asks for one.
+pub async fn approve_extension(id: Uuid, step_up: Option<&str>) -> Result<Session, ApiError> {
+    post_json_confirmed(
         "approve more time",
         &format!("/sessions/{id}/extension/approve"),
-        None,
+        step_up,
     )
     .await
 }

@@ -6,6 +6,7 @@
 //! which the steps write, so a view rebuilt for a newer version shows the same step.
 
 use breakglass_shared::access::Action as Rule;
+use breakglass_shared::step_up::StepUpAction;
 use breakglass_shared::{Session, SessionState};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -46,6 +47,8 @@ struct Ctx {
     decisions: Option<Decisions>,
     /// `alice's request for shop/web-1`, for the sentences saying what was done.
     who: StoredValue<String>,
+    /// Its environment asks for a security key to approve, break the glass or terminate.
+    step_up: bool,
 }
 
 /// Says what was decided where the list shows it, else keeps focus on the changed session.
@@ -73,6 +76,7 @@ impl Ctx {
             error,
             decisions,
             who,
+            step_up,
         } = self;
         busy.set(true);
         error.set(None);
@@ -80,8 +84,22 @@ impl Ctx {
         // `live` hears of it), and with it everything it owns, so after the await only
         // `try_` writes touch its signals.
         let who = who.get_value();
+        let key_action = match action {
+            Action::Approve => Some(StepUpAction::Approve),
+            Action::BreakGlass => Some(StepUpAction::BreakGlass),
+            Action::Terminate => Some(StepUpAction::Terminate),
+            Action::End => None,
+        };
         spawn_local(async move {
-            match api::act(id, action).await {
+            let answer = match key_action {
+                Some(a) => api::confirm(step_up, a, id).await,
+                None => Ok(None),
+            };
+            let done = match answer {
+                Ok(answer) => api::act(id, action, answer.as_deref()).await,
+                Err(e) => Err(e),
+            };
+            match done {
                 Ok(s) => {
                     live.upsert(s);
                     let text = match action {
@@ -153,6 +171,7 @@ pub fn SessionActions(
             "{}'s request for {}/{}",
             session.requester, session.namespace, session.pod
         )),
+        step_up: auth.env(&session.environment).is_some_and(|e| e.step_up),
     };
     let label = format!("Actions on {}", ctx.who.get_value());
     let buttons = buttons::Allowed {
@@ -162,8 +181,19 @@ pub fn SessionActions(
         terminate: may_terminate,
     };
     let error = ctx.error;
+    // Where a key is asked and the person has none, the buttons say how to get one first.
+    let keyed = buttons.approve || buttons.break_glass || buttons.terminate;
+    let no_key = (ctx.step_up && keyed && auth.security_keys() == 0).then(|| {
+        view! {
+            <p class="muted small" data-testid="needs-key">
+                "Here, approving, breaking the glass and terminating need a security key. "
+                <a href=crate::api::links::account()>"Add one on your account page"</a>"."
+            </p>
+        }
+    });
     view! {
         <div class="actions" role="group" aria-label=label>
+            {no_key}
             {dynv(move || match step.get() {
                 Step::Idle => view! {
                     <Buttons ctx=ctx allowed=buttons state=session.state drafts=drafts confirms=confirms/>

@@ -5,6 +5,7 @@
 
 use breakglass_shared::access::Action;
 use breakglass_shared::api::ExtendRequest;
+use breakglass_shared::step_up::StepUpAction;
 use breakglass_shared::validate;
 use breakglass_shared::{Session, SessionState, Tier};
 use leptos::prelude::*;
@@ -76,18 +77,43 @@ pub fn ExtensionBox(
         .filter(|_| mine)
         .map(|d| format!("{} refused more time: “{}”", d.by, d.reason));
     let given: u32 = x.granted_minutes();
-    view! {
-        <section class="extension" aria-label="More time" data-testid="extension">
-            {(given > 0).then(|| view! {
-                <p class="muted" data-testid="extension-given">{format!("Extended by {given} min.")}</p>
-            })}
-            {waiting.map(|line| view! { <p data-testid="extension-waiting">{line}</p> })}
-            {refused.map(|line| view! { <p class="field-error" data-testid="extension-refused">{line}</p> })}
-            {mine.then(|| view! { <AskForm session=session.clone()/> })}
-            {(may_decide && x.pending.is_some()).then(|| view! { <Decide session=session.clone()/> })}
-        </section>
+    let given = (given > 0).then(|| {
+        view! { <p class="muted" data-testid="extension-given">{format!("Extended by {given} min.")}</p> }
+    });
+    let waiting = waiting.map(|line| view! { <p data-testid="extension-waiting">{line}</p> });
+    let refused = refused
+        .map(|line| view! { <p class="field-error" data-testid="extension-refused">{line}</p> });
+    if mine {
+        // Folded beside the time left: the terminal keeps the page's height. It opens by
+        // itself when something waits or was refused.
+        let open = waiting.is_some() || refused.is_some();
+        return Some(
+            view! {
+                <details class="extension" data-testid="extension" open=open>
+                    <summary>"More time…"</summary>
+                    {given}
+                    {waiting}
+                    {refused}
+                    <AskForm session=session.clone()/>
+                </details>
+            }
+            .into_any(),
+        );
     }
-    .into()
+    let decide = x
+        .pending
+        .is_some()
+        .then(|| view! { <Decide session=session.clone()/> });
+    Some(
+        view! {
+            <section class="extension" aria-label="More time" data-testid="extension">
+                {given}
+                {waiting}
+                {decide}
+            </section>
+        }
+        .into_any(),
+    )
 }
 
 /// The requester's ask: minutes and a reason.
@@ -162,6 +188,9 @@ fn AskForm(session: Session) -> impl IntoView {
 fn Decide(session: Session) -> impl IntoView {
     let live = use_live();
     let id = session.id;
+    let step_up = use_auth()
+        .env(&session.environment)
+        .is_some_and(|e| e.step_up);
     let reason = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
@@ -169,7 +198,12 @@ fn Decide(session: Session) -> impl IntoView {
         busy.set(true);
         error.set(None);
         spawn_local(async move {
-            match api::approve_extension(id).await {
+            let answer = api::confirm(step_up, StepUpAction::ApproveExtension, id).await;
+            let done = match answer {
+                Ok(answer) => api::approve_extension(id, answer.as_deref()).await,
+                Err(e) => Err(e),
+            };
+            match done {
                 Ok(s) => live.upsert(s),
                 Err(e) => {
                     error.try_set(Some(e.message));

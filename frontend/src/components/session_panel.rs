@@ -216,6 +216,7 @@ fn StateView(
             {links}
             {(s.state == SessionState::Active).then_some(s.expires_at).flatten().map(|until| view! { <TimeLeft until=until/> })}
             {in_head}
+            <crate::components::extension::ExtensionBox session=s.clone()/>
         </header>
         // While active the terminal's own status says what the outcome would: the line goes,
         // and the actions move up into the headline's row, so the terminal sits higher.
@@ -242,7 +243,6 @@ fn StateView(
             </p>
         })}
         {below}
-        <crate::components::extension::ExtensionBox session=s.clone()/>
         {if active || fold_facts {
             // The terminal is what matters now (and stays after the end): the details fold away.
             view! {

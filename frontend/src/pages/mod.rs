@@ -1,5 +1,6 @@
 //! One module per route (the shell, `app.rs`, holds the route table).
 
+mod account;
 mod environment;
 mod home;
 mod not_found;
@@ -8,6 +9,7 @@ mod pod;
 mod recording;
 mod session;
 
+pub use account::AccountPage;
 pub use environment::EnvironmentPage;
 pub use home::Home;
 pub use not_found::NotFound;

@@ -125,6 +125,7 @@ mod tests {
             durations: DurationBounds::default(),
             cluster: breakglass_shared::api::ClusterStatus::ApiOnly,
             lock: None,
+            step_up: false,
         }
     }
 
