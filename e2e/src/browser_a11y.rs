@@ -159,8 +159,8 @@ impl Browser {
         Ok(())
     }
 
-    /// Sends a CDP command through chromedriver.
-    async fn cdp(&self, cmd: &str, params: Value) -> anyhow::Result<Value> {
+    /// Sends a CDP command through chromedriver (to the page's target).
+    pub async fn cdp(&self, cmd: &str, params: Value) -> anyhow::Result<Value> {
         self.client
             .issue_cmd(ChromeCommand {
                 path: "goog/cdp/execute",

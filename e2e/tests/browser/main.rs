@@ -542,6 +542,7 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
 mod approvals;
 mod locks;
 mod player;
+mod step_up;
 mod terminal_screen;
 mod walkthrough;
 use walkthrough::flow;
