@@ -99,6 +99,13 @@ impl Relay {
             // stranger which ids exist.
             Err(_) => return close_with(ws, close::NOT_FOUND, "no such session").await,
         }
+        // The requester must still hold the right the session was given under; one who lost
+        // it gets no shell back (and `crate::revocation` ends the session).
+        let env = session.environment.as_str();
+        if !holder.access.iter().any(|(e, p)| e == env && p.request) {
+            let why = format!("you no longer hold tower.breakglass.request in {env}");
+            return close_with(ws, close::REVOKED, why).await;
+        }
         let mut hold = self.holds.open(
             holder,
             Held::Terminal {

@@ -37,6 +37,11 @@ pub const EVERY: Duration = Duration::from_secs(1);
 /// How many logins one pass reads at once.
 const READS_AT_ONCE: usize = 16;
 
+/// Every how many passes the running sessions whose requesters hold nothing open are looked
+/// at: nobody is typing in them, so a few seconds more cost nothing, and the look reads every
+/// running session's requester.
+const IDLE_EVERY: u32 = 5;
+
 /// What `name` with `groups` holds in each environment (those where they hold nothing left
 /// out): what a hold remembers from its opening and the check compares with.
 pub fn access_of(config: &Config, name: &str, groups: &[String]) -> Vec<(String, PermissionSet)> {
@@ -83,6 +88,7 @@ impl Checker {
     pub async fn run(self) {
         let mut tick = tokio::time::interval(EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut passes: u32 = 0;
         loop {
             let Some(holds) = self.holds.upgrade() else {
                 return;
@@ -93,6 +99,10 @@ impl Checker {
             }
             let locks = self.locks().await;
             self.pass(&holds, &locks).await;
+            passes = passes.wrapping_add(1);
+            if passes % IDLE_EVERY == 0 {
+                self.idle_pass().await;
+            }
         }
     }
 
@@ -204,6 +214,72 @@ impl Checker {
         })
         .collect()
         .await
+    }
+
+    /// The running sessions, whoever holds them open: each requester's live logins are read as
+    /// a request reads them (the provider asked when its check is due), and a requester none
+    /// of whose logins holds `request` in a session's environment any more loses it
+    /// (`Revoked`). A requester with no live login is judged when they sign in again: the
+    /// terminal refuses them (`relay`), and this pass ends the session then.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn idle_pass(&self) {
+        let filter = ListFilter {
+            in_progress: true,
+            limit: 500,
+            ..Default::default()
+        };
+        let running = match self.store.list(&filter).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the running sessions; trying at the next check");
+                return;
+            }
+        };
+        let mut envs_of: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for s in running
+            .iter()
+            .filter(|s| matches!(s.state, SessionState::Activating | SessionState::Active))
+        {
+            envs_of
+                .entry(s.requester.clone())
+                .or_default()
+                .insert(s.environment.clone());
+        }
+        let now = time::OffsetDateTime::now_utc();
+        for (requester, envs) in envs_of {
+            let Some(holds) = self.requests_of(&requester, now).await else {
+                continue;
+            };
+            for env in envs.iter().filter(|e| !holds.contains(*e)) {
+                self.end_sessions_of(&requester, env).await;
+            }
+        }
+    }
+
+    /// The environments where `user` holds `request` by any of their live logins, read now;
+    /// `None` when they have none or one could not be read (nothing is judged then).
+    async fn requests_of(&self, user: &str, now: time::OffsetDateTime) -> Option<BTreeSet<String>> {
+        let logins = self.store.live_logins(Some(user), now).await.ok()?;
+        let mut read = false;
+        let mut envs = BTreeSet::new();
+        for l in logins {
+            let provider = self.oidc.0.clone();
+            let resolved =
+                auth::resolve_login(&self.config, &self.key, self.store.as_ref(), provider, l.id)
+                    .await
+                    .ok()?;
+            if let Some(u) = resolved {
+                read = true;
+                let access = access_of(&self.config, &u.name, &u.groups);
+                envs.extend(
+                    access
+                        .into_iter()
+                        .filter(|(_, p)| p.request)
+                        .map(|(e, _)| e),
+                );
+            }
+        }
+        read.then_some(envs)
     }
 
     /// Ends `requester`'s sessions in `environment` that run or are starting: they no longer

@@ -128,3 +128,63 @@ async fn a_login_ended_on_one_replica_ends_its_streams_on_the_other() {
     eprintln!("a logout on A ended the stream on B in {took:?}");
     still_delivers(&a, &bob, &mut bob_on_b, "bob's stream on B").await;
 }
+
+/// A requester who lost `request` in an environment loses their running session there even
+/// with nothing open: the check reads their live logins against the configuration now.
+#[tokio::test]
+async fn a_requester_who_lost_the_right_loses_a_session_nobody_holds_open() {
+    use breakglass_server::revocation::Checker;
+    use breakglass_shared::{Permission, SessionEvent, SessionState};
+    for s in common::servers().await {
+        let b = s.backend;
+        let alice = s.login("alice").await;
+        let bob = s.login("bob").await;
+        let mine = s.create(&alice, "dev").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let theirs = s.create(&bob, "dev").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let ids = [mine, theirs].map(|i| uuid::Uuid::parse_str(&i).unwrap());
+        for id in ids {
+            for e in [SessionEvent::BeginActivation, SessionEvent::Activated] {
+                s.ctx.lifecycle.apply_event(id, e).await.unwrap();
+            }
+        }
+        // The same server, its configuration changed: engineers may no longer ask in dev.
+        let mut config = (*s.ctx.config).clone();
+        for e in config.environments.iter_mut().filter(|e| e.name == "dev") {
+            if let Some(h) = e.permissions.get_mut(&Permission::Request) {
+                h.groups.retain(|g| g != "engineers");
+            }
+        }
+        let checker = Checker {
+            config: std::sync::Arc::new(config),
+            key: s.ctx.key.clone(),
+            store: s.ctx.store.clone(),
+            oidc: s.ctx.oidc.clone(),
+            lifecycle: s.ctx.lifecycle.clone(),
+            holds: std::sync::Arc::downgrade(&s.ctx.holds),
+        };
+        checker.idle_pass().await;
+        let row = s.ctx.store.get(ids[0]).await.unwrap().unwrap();
+        assert!(
+            matches!(row.state, SessionState::Ending | SessionState::Ended),
+            "{b}: {:?}",
+            row.state
+        );
+        assert_eq!(
+            row.end_reason,
+            Some(breakglass_shared::EndReason::Revoked),
+            "{b}"
+        );
+        let other = s.ctx.store.get(ids[1]).await.unwrap().unwrap();
+        assert_eq!(
+            other.state,
+            SessionState::Active,
+            "{b}: bob (sre) keeps his"
+        );
+    }
+}
