@@ -79,7 +79,20 @@ fn Shell(
         }
     });
     let user = Memo::new(move |_| auth.user());
-    provide_live(user.into());
+    let live = provide_live(user.into());
+    // A lock taken or lifted anywhere: every page of its environment says so, without a
+    // reload (the banners read the environments of `whoami`).
+    Effect::new(move |seen: Option<u64>| {
+        let now = live.locks.get();
+        if seen.is_some_and(|s| s != now) {
+            spawn_local(async move {
+                if let Ok(me) = api::whoami().await {
+                    auth.me.set(me);
+                }
+            });
+        }
+        now
+    });
     let dev_mode = move || auth.me.with(|m| m.dev_mode);
     let location = use_location();
     let on_wall = move || location.pathname() == links::ops_wall();

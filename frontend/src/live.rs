@@ -34,6 +34,8 @@ pub struct Live {
     pub epoch: RwSignal<u64>,
     /// Whether the stream is connected.
     pub status: RwSignal<StreamStatus>,
+    /// Moves whenever the locks in force changed (the shell reads the environments again).
+    pub locks: RwSignal<u64>,
 }
 
 impl Live {
@@ -123,6 +125,7 @@ pub fn provide_live(user: Signal<Option<String>>) -> Live {
         sessions: RwSignal::new(HashMap::new()),
         epoch: RwSignal::new(0),
         status: RwSignal::new(StreamStatus::Off),
+        locks: RwSignal::new(0),
     };
     provide_context(live);
 
@@ -151,6 +154,7 @@ pub fn provide_live(user: Signal<Option<String>>) -> Live {
             }
             StreamEvent::Session(change) => live.upsert(change.session),
             StreamEvent::Lagged => live.reload(),
+            StreamEvent::Locks => live.locks.update(|n| *n += 1),
             StreamEvent::Error { closed } => {
                 live.status.set(StreamStatus::Connecting);
                 if closed {

@@ -81,6 +81,9 @@ pub struct Checker {
     pub lifecycle: Arc<Lifecycle>,
     /// The replica's holds; the checker stops once they are gone with the context.
     pub holds: Weak<Holds>,
+    /// Bumped when the locks in force differ from the last pass's (the live streams tell
+    /// their pages).
+    pub locks_changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl Checker {
@@ -89,6 +92,7 @@ impl Checker {
         let mut tick = tokio::time::interval(EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut passes: u32 = 0;
+        let mut last: Option<Vec<Lock>> = None;
         loop {
             let Some(holds) = self.holds.upgrade() else {
                 return;
@@ -98,7 +102,14 @@ impl Checker {
                 () = holds.wake.notified() => {}
             }
             let locks = self.locks().await;
-            self.pass(&holds, &locks).await;
+            if let Some(now) = &locks {
+                if last.as_ref().is_some_and(|l| l != now) {
+                    self.locks_changed.send_modify(|n| *n += 1);
+                }
+                last = Some(now.clone());
+            }
+            self.pass(&holds, locks.as_deref().unwrap_or_default())
+                .await;
             passes = passes.wrapping_add(1);
             if passes % IDLE_EVERY == 0 {
                 self.idle_pass().await;
@@ -109,12 +120,12 @@ impl Checker {
     /// The locks in force, enforced: what they stop is stopped (on every replica, so a lock
     /// written by the command line elsewhere counts within a pass). None when they could not
     /// be read (the next pass reads them again).
-    async fn locks(&self) -> Vec<Lock> {
+    async fn locks(&self) -> Option<Vec<Lock>> {
         let locks = match self.store.locks().await {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the locks; trying at the next check");
-                return Vec::new();
+                return None;
             }
         };
         if !locks.is_empty() {
@@ -122,7 +133,7 @@ impl Checker {
                 tracing::warn!(error = %e, "cannot stop every locked session; trying at the next check");
             }
         }
-        locks
+        Some(locks)
     }
 
     /// One check of every hold of this replica.

@@ -62,6 +62,9 @@ pub struct Context {
     pub oidc: OidcProvider,
     /// Security keys: registering them, and confirming actions with them.
     pub step_up: Arc<StepUp>,
+    /// Bumped when the locks in force changed (read once a second by `crate::revocation`,
+    /// wherever they were written): live pages read their environments' locks again.
+    pub locks_changed: watch::Sender<u64>,
 }
 
 /// Axum state: a cheap handle on the [`Context`].
@@ -207,6 +210,7 @@ impl Context {
             holds,
             oidc,
             step_up,
+            locks_changed: watch::channel(0).0,
         });
         tokio::spawn(follow(Arc::downgrade(&ctx), notices));
         let checker = crate::revocation::Checker {
@@ -216,6 +220,7 @@ impl Context {
             oidc: ctx.oidc.clone(),
             lifecycle: ctx.lifecycle.clone(),
             holds: Arc::downgrade(&ctx.holds),
+            locks_changed: ctx.locks_changed.clone(),
         };
         tokio::spawn(checker.run());
         Ok(ctx)

@@ -273,3 +273,42 @@ async fn wait_state(s: &TestServer, who: &Caller, id: &str, state: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A lock taken (here by the command line's way, straight into the database) reaches the open
+/// pages: their live stream says `locks` within two seconds, so each page reads its banner
+/// again; nothing is said while nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_pages_hear_of_a_lock_within_two_seconds() {
+    use breakglass_shared::lock::Lock;
+    use common::sse::serve;
+    for s in servers().await {
+        let b = s.backend;
+        let alice = s.login("alice").await;
+        let live = serve(&s).await;
+        let mut events = live.events(&alice).await;
+        let quiet = events.next(Duration::from_millis(2500)).await;
+        assert!(
+            quiet.as_ref().is_none_or(|e| e.event != "locks"),
+            "{b}: {quiet:?}"
+        );
+        let lock = Lock {
+            scope: LockScope::Environment,
+            target: "prod".into(),
+            reason: "INC-9".into(),
+            locked_by: "security".into(),
+            locked_at: time::OffsetDateTime::now_utc(),
+            unlock: None,
+        };
+        assert!(s.ctx.store.lock(&lock).await.unwrap(), "{b}");
+        let since = std::time::Instant::now();
+        let heard = loop {
+            match events.next(Duration::from_secs(3)).await {
+                Some(e) if e.event == "locks" => break Some(since.elapsed()),
+                Some(_) => continue,
+                None => break None,
+            }
+        };
+        let took = heard.unwrap_or_else(|| panic!("{b}: no `locks` event"));
+        assert!(took <= Duration::from_secs(2), "{b}: after {took:?}");
+    }
+}

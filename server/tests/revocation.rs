@@ -167,6 +167,7 @@ async fn a_requester_who_lost_the_right_loses_a_session_nobody_holds_open() {
             oidc: s.ctx.oidc.clone(),
             lifecycle: s.ctx.lifecycle.clone(),
             holds: std::sync::Arc::downgrade(&s.ctx.holds),
+            locks_changed: s.ctx.locks_changed.clone(),
         };
         checker.idle_pass().await;
         let row = s.ctx.store.get(ids[0]).await.unwrap().unwrap();

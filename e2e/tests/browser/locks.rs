@@ -1,6 +1,7 @@
 //! The environment lock in the browser: an admin locks `prod` from its page with a reason;
-//! every page of the environment says so (the requester's Debug panel too), and the admin's
-//! unlock on Flight waits, saying so, for a second admin.
+//! every page of the environment says so (the requester's Debug panel too, open since before
+//! the lock, without a reload), and the admin's unlock on Flight waits, saying so, for a
+//! second admin.
 
 use anyhow::ensure;
 use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer};
@@ -13,6 +14,12 @@ async fn an_admin_locks_an_environment_from_its_page() -> anyhow::Result<()> {
         let driver = ChromeDriver::start().await?;
         let carol = Browser::open(&driver, "carol", false).await?;
         let alice = Browser::open(&driver, "alice", true).await?;
+        // alice has the Debug panel of a prod pod open before the lock: it says so without a
+        // reload (the live stream tells the page).
+        alice
+            .goto(&server.at("/env/prod/ns/shop/pod/web-1"))
+            .await?;
+        alice.dev_sign_in("alice").await?;
         carol.goto(&server.at("/env/prod")).await?;
         carol.dev_sign_in("carol").await?;
         carol.wait_for("[data-testid=lock-form]").await?;
@@ -35,11 +42,8 @@ async fn an_admin_locks_an_environment_from_its_page() -> anyhow::Result<()> {
             .await?;
         carol.check_page("33-environment-locked").await?;
 
-        // The requester's Debug panel in prod says it too; alice has no lock form.
-        alice
-            .goto(&server.at("/env/prod/ns/shop/pod/web-1"))
-            .await?;
-        alice.dev_sign_in("alice").await?;
+        // The requester's Debug panel in prod, open since before, says it too; alice has no
+        // lock form.
         alice
             .wait_text("[data-testid=env-lock]", "INC-7 credential leak")
             .await?;

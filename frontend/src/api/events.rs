@@ -14,6 +14,8 @@ pub enum StreamEvent {
     Session(Box<SessionChange>),
     /// We missed events: reload lists.
     Lagged,
+    /// The locks in force changed: read the environments (and their locks) again.
+    Locks,
     /// The connection broke; `closed` when the browser will not retry by itself.
     Error {
         /// The browser gave up (e.g. 401); the caller reconnects later.
@@ -65,6 +67,8 @@ pub fn open_events(on_event: impl Fn(StreamEvent) + 'static) -> Result<EventStre
     );
     let cb = on_event.clone();
     listen("lagged", Box::new(move |_| cb(StreamEvent::Lagged)));
+    let cb = on_event.clone();
+    listen("locks", Box::new(move |_| cb(StreamEvent::Locks)));
     let cb = on_event;
     let src = source.clone();
     listen(

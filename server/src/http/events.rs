@@ -44,6 +44,8 @@ enum Rendered {
     Session { environment: String, json: String },
     /// The renderer fell behind the changes: every stream must tell its client to refetch.
     Lagged,
+    /// The locks in force changed: every page reads its environments' locks again.
+    Locks,
 }
 
 /// The replica's streams' one subscription to `Context::changes`: a task renders each change
@@ -54,18 +56,24 @@ pub struct Fanout(Arc<FanoutInner>);
 struct FanoutInner {
     changes: broadcast::Sender<SessionChange>,
     missed: watch::Sender<u64>,
+    locks: watch::Sender<u64>,
     rendered: broadcast::Sender<Arc<Rendered>>,
     started: Once,
 }
 
 impl Fanout {
-    /// The streams' share of the replica's `changes` and of `missed`, bumped when other
-    /// replicas' changes may have been missed.
-    pub fn new(changes: broadcast::Sender<SessionChange>, missed: watch::Sender<u64>) -> Fanout {
+    /// The streams' share of the replica's `changes`, of `missed`, bumped when other
+    /// replicas' changes may have been missed, and of `locks`, bumped when the locks changed.
+    pub fn new(
+        changes: broadcast::Sender<SessionChange>,
+        missed: watch::Sender<u64>,
+        locks: watch::Sender<u64>,
+    ) -> Fanout {
         // As deep as `Context::changes`: a stream lags no sooner than it would have there.
         Fanout(Arc::new(FanoutInner {
             changes,
             missed,
+            locks,
             rendered: broadcast::channel(1024).0,
             started: Once::new(),
         }))
@@ -107,7 +115,8 @@ async fn render(
 }
 
 /// Live session changes: event `session` with a `SessionChange` JSON body; `lagged` when the
-/// client fell behind and should reload its lists.
+/// client fell behind and should reload its lists; `locks` when the locks in force changed
+/// (read `whoami` again for each environment's lock).
 #[utoipa::path(get, path = "/api/breakglass/events", tag = "events",
     responses(
         (status = 200, description = "text/event-stream of `session` events", content_type = "text/event-stream", body = String),
@@ -131,14 +140,17 @@ pub async fn stream(
     let guard = OpenStream(metrics.sse_open);
     let changes = BroadcastStream::new(fanout.subscribe()).map(Result::ok);
     let missed = WatchStream::from_changes(fanout.0.missed.subscribe()).map(|_| None);
+    let locks = WatchStream::from_changes(fanout.0.locks.subscribe())
+        .map(|_| Some(Arc::new(Rendered::Locks)));
     let lagged = || Some(Ok(Event::default().event("lagged").data("reload")));
-    let stream = changes.merge(missed).filter_map(move |msg| {
+    let stream = changes.merge(missed).merge(locks).filter_map(move |msg| {
         let _keep = (&guard, &place);
         match msg.as_deref() {
             Some(Rendered::Session { environment, json }) if visible.contains(environment) => {
                 Some(Ok(Event::default().event("session").data(json)))
             }
             Some(Rendered::Session { .. }) => None,
+            Some(Rendered::Locks) => Some(Ok(Event::default().event("locks").data("reload"))),
             Some(Rendered::Lagged) | None => lagged(),
         }
     });

@@ -151,6 +151,7 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::Extension(events::Fanout::new(
             state.changes.clone(),
             state.missed.clone(),
+            state.locks_changed.clone(),
         )))
         .layer(axum::Extension(limits::LiveStreams::new(
             state.config.limits.live_streams_per_user,
