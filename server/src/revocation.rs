@@ -111,7 +111,7 @@ impl Checker {
             self.pass(&holds, locks.as_deref().unwrap_or_default())
                 .await;
             passes = passes.wrapping_add(1);
-            if passes % IDLE_EVERY == 0 {
+            if passes.is_multiple_of(IDLE_EVERY) {
                 self.idle_pass().await;
             }
         }
