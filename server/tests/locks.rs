@@ -301,13 +301,13 @@ async fn open_pages_hear_of_a_lock_within_two_seconds() {
         };
         assert!(s.ctx.store.lock(&lock).await.unwrap(), "{b}");
         let since = std::time::Instant::now();
-        let heard = loop {
-            match events.next(Duration::from_secs(3)).await {
-                Some(e) if e.event == "locks" => break Some(since.elapsed()),
-                Some(_) => continue,
-                None => break None,
+        let mut heard = None;
+        while let Some(e) = events.next(Duration::from_secs(3)).await {
+            if e.event == "locks" {
+                heard = Some(since.elapsed());
+                break;
             }
-        };
+        }
         let took = heard.unwrap_or_else(|| panic!("{b}: no `locks` event"));
         assert!(took <= Duration::from_secs(2), "{b}: after {took:?}");
     }
