@@ -10,14 +10,13 @@ use axum::http::HeaderMap;
 use axum::Json;
 use breakglass_shared::access::Action;
 use breakglass_shared::api::{DenyRequest, ExtendRequest};
-use breakglass_shared::validate;
 use breakglass_shared::{Actor, ErrorBody, Session, SessionEvent};
 
 use crate::auth::CurrentUser;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::extract::{ApiJson, SessionId};
-use crate::http::sessions::actor_for;
+use crate::http::sessions::{actor_for, refuse};
 use crate::http::step_up::confirmed_session;
 use crate::lifecycle::Lifecycle;
 use crate::step_up::StepUp;
@@ -123,9 +122,17 @@ pub async fn deny_extension(
     SessionId(id): SessionId,
     ApiJson(req): ApiJson<DenyRequest>,
 ) -> Result<Json<Session>, ApiError> {
-    validate::note("reason", &req.reason, true)?;
-    let by = actor_for(&config, store.as_ref(), &user, id, Action::DenyExtension).await?;
-    let reason = req.reason.trim().to_string();
-    let event = SessionEvent::DenyExtension { by, reason };
-    Ok(Json(lifecycle.act(id, event).await?))
+    let deny = |by, reason| SessionEvent::DenyExtension { by, reason };
+    let action = Action::DenyExtension;
+    refuse(
+        &config,
+        store.as_ref(),
+        &lifecycle,
+        &user,
+        id,
+        &req,
+        action,
+        deny,
+    )
+    .await
 }

@@ -332,10 +332,38 @@ pub async fn deny(
     SessionId(id): SessionId,
     ApiJson(req): ApiJson<DenyRequest>,
 ) -> Result<Json<Session>, ApiError> {
+    let deny = |by, reason| SessionEvent::Deny { by, reason };
+    refuse(
+        &config,
+        store.as_ref(),
+        &lifecycle,
+        &user,
+        id,
+        &req,
+        Action::Deny,
+        deny,
+    )
+    .await
+}
+
+/// A refusal with a reason for the requester (`action` by `user` on session `id`), as `event`
+/// makes it of the caller and the trimmed reason: a request's, or more time's.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn refuse(
+    config: &Config,
+    store: &dyn Store,
+    lifecycle: &Lifecycle,
+    user: &CurrentUser,
+    id: Uuid,
+    req: &DenyRequest,
+    action: Action,
+    event: impl FnOnce(Actor, String) -> SessionEvent,
+) -> Result<Json<Session>, ApiError> {
     validate::note("reason", &req.reason, true)?;
-    let by = actor_for(&config, store.as_ref(), &user, id, Action::Deny).await?;
-    let reason = req.reason.trim().to_string();
-    let next = lifecycle.act(id, SessionEvent::Deny { by, reason }).await?;
+    let by = actor_for(config, store, user, id, action).await?;
+    let next = lifecycle
+        .act(id, event(by, req.reason.trim().to_string()))
+        .await?;
     Ok(Json(next))
 }
 
