@@ -77,12 +77,6 @@ impl Commit {
         matches!(self, Commit::Create | Commit::Approve | Commit::BreakGlass)
     }
 
-    /// Whether the change may have given a running session more time (its grant's TTL and
-    /// recording follow).
-    pub fn extends(self) -> bool {
-        matches!(self, Commit::AskExtension | Commit::ApproveExtension)
-    }
-
     /// Whether the change may leave a session `Ending` with cleanup owed by this server.
     pub fn ends(self) -> bool {
         matches!(self, Commit::End | Commit::Terminate | Commit::SystemEnd)
