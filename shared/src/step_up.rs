@@ -54,6 +54,16 @@ impl StepUpAction {
         })
     }
 
+    /// The person's action it confirms (the inverse of [`StepUpAction::of`]).
+    pub fn action(self) -> Action {
+        match self {
+            StepUpAction::Approve => Action::Approve,
+            StepUpAction::BreakGlass => Action::BreakGlass,
+            StepUpAction::Terminate => Action::Terminate,
+            StepUpAction::ApproveExtension => Action::ApproveExtension,
+        }
+    }
+
     /// The stable name stored with a challenge (`break_glass`).
     pub fn as_str(self) -> &'static str {
         self.into()
@@ -147,6 +157,14 @@ mod tests {
             Some(StepUpAction::Approve)
         );
         assert_eq!(StepUpAction::of(Action::Deny), None);
+        for a in [
+            StepUpAction::Approve,
+            StepUpAction::BreakGlass,
+            StepUpAction::Terminate,
+            StepUpAction::ApproveExtension,
+        ] {
+            assert_eq!(StepUpAction::of(a.action()), Some(a));
+        }
         assert_eq!(StepUpAction::of(Action::End), None);
         assert_eq!(StepUpAction::BreakGlass.as_str(), "break_glass");
         assert_eq!(

@@ -53,20 +53,19 @@ pub async fn confirmed_session(
     let answer = headers
         .get(STEP_UP_HEADER)
         .map(|v| v.to_str().unwrap_or_default());
-    let session = match &allowed {
-        Ok((s, _)) => s.clone(),
+    let environment = match &allowed {
+        Ok((s, _)) => s.environment.clone(),
         Err(e) if e.body.code == ErrorCode::WrongState && answer.is_some() => {
-            user.session(config, store, id, Action::View).await?.0
+            user.session(config, store, id, Action::View)
+                .await?
+                .0
+                .environment
         }
         Err(_) => return allowed,
     };
-    let asks = config
-        .environment(&session.environment)
-        .is_some_and(|e| e.step_up);
+    let asks = config.environment(&environment).is_some_and(|e| e.step_up);
     if let Some(action) = StepUpAction::of(action).filter(|_| asks) {
-        step_up
-            .confirm(&user.name, action, session.id, answer)
-            .await?;
+        step_up.confirm(&user.name, action, id, answer).await?;
     }
     allowed
 }
@@ -180,14 +179,8 @@ pub async fn options(
     user: CurrentUser,
     ApiJson(req): ApiJson<StepUpOptionsRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let action = match req.action {
-        StepUpAction::Approve => Action::Approve,
-        StepUpAction::BreakGlass => Action::BreakGlass,
-        StepUpAction::Terminate => Action::Terminate,
-        StepUpAction::ApproveExtension => Action::ApproveExtension,
-    };
     // Nobody is asked to touch their key for what would be refused anyway.
-    user.session(&config, store.as_ref(), req.session, action)
+    user.session(&config, store.as_ref(), req.session, req.action.action())
         .await?;
     let options = step_up.options(&user.name, req.action, req.session).await?;
     Ok(Json(serde_json::to_value(options).map_err(|e| {
