@@ -187,6 +187,16 @@ async fn screen_checks(alice: &Browser) -> anyhow::Result<()> {
         "End sits next to a link or a link button: {near}"
     );
     alice.check_page("20b-terminal-1000x700").await?;
+    // The ask for more time, unfolded beside the time left, passes the same checks; folded
+    // again, the terminal keeps its height.
+    alice.click("[data-testid=extension] > summary").await?;
+    alice
+        .wait_text("[data-testid=extensions-left]", "0 of 2 extensions used")
+        .await?;
+    alice.wait_for("[data-testid=extension-form]").await?;
+    alice.check_page("20d-terminal-more-time").await?;
+    alice.click("[data-testid=extension] > summary").await?;
+    alice.wait_gone("[data-testid=extension-form]").await?;
 
     // A bigger window: the terminal grows, and the pod hears of it.
     set_viewport(alice, 1440, 900).await?;
