@@ -11,6 +11,7 @@ pub mod error;
 pub mod listing;
 pub mod lock;
 pub mod names;
+pub mod notify;
 pub mod permissions;
 pub mod recording;
 pub mod session;
