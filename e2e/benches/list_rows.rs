@@ -128,6 +128,7 @@ fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
         kind: "create".into(),
         detail: None,
         at: now,
+        notices: Vec::new(),
     };
     vec![(Session::new_request(Uuid::now_v7(), new, now), created)]
 }

@@ -445,6 +445,7 @@ fn history(i: usize, n: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)
         kind: "create".into(),
         detail: None,
         at: created,
+        notices: Vec::new(),
     };
     let mut h = vec![(s, created_ev)];
     for (k, e) in events.iter().enumerate() {
@@ -455,6 +456,7 @@ fn history(i: usize, n: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)
             kind: e.kind().into(),
             detail: e.detail(),
             at,
+            notices: Vec::new(),
         };
         h.push((next, ev));
     }

@@ -18,6 +18,8 @@ pub mod http;
 pub mod lifecycle;
 pub mod locks;
 pub mod metrics;
+pub mod notify;
+pub mod outbox;
 pub mod ports;
 pub mod recorder;
 pub mod recording;

@@ -48,6 +48,9 @@ enum Command {
     Unlock(breakglass_server::cli::locks::LockArgs),
     /// The locks in force, and with --history every lock and unlock recorded.
     Locks(breakglass_server::cli::locks::LocksArgs),
+    /// Notifications: `notify test RECEIVER` sends a test message and prints the answer.
+    #[command(subcommand)]
+    Notify(breakglass_server::cli::notify::NotifyCommand),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Some(Command::Lock(a)) => return breakglass_server::cli::locks::lock_main(a),
         Some(Command::Unlock(a)) => return breakglass_server::cli::locks::unlock_main(a),
         Some(Command::Locks(a)) => return breakglass_server::cli::locks::list_main(a),
+        Some(Command::Notify(cmd)) => return breakglass_server::cli::notify::main(cmd),
         None => (cli.serve, false),
     };
     let config = match Config::load(&args) {

@@ -23,6 +23,13 @@ pub struct Metrics {
     pub sweep_rounds: IntCounter,
     /// Attempts to anchor a final recording hash, by outcome (anchored, failed).
     pub anchors: IntCounterVec,
+    /// Notification deliveries by receiver and outcome: `sent`, `failed` (an attempt that
+    /// will be retried), `dead` (given up after the retry window).
+    pub notifications: IntCounterVec,
+    /// Seconds the oldest undelivered notification has waited (0 with none).
+    pub notifications_oldest_pending: IntGauge,
+    /// Notifications waiting for delivery.
+    pub notifications_pending: IntGauge,
 }
 
 impl Metrics {
@@ -67,7 +74,28 @@ impl Metrics {
             &["outcome"],
         )?;
         registry.register(Box::new(anchors.clone()))?;
+        let notifications = IntCounterVec::new(
+            Opts::new(
+                "breakglass_notifications_total",
+                "Notification delivery attempts by receiver and outcome (sent, failed, dead)",
+            ),
+            &["receiver", "outcome"],
+        )?;
+        registry.register(Box::new(notifications.clone()))?;
+        let notifications_oldest_pending = IntGauge::new(
+            "breakglass_notifications_oldest_pending_seconds",
+            "Age of the oldest notification not delivered yet",
+        )?;
+        registry.register(Box::new(notifications_oldest_pending.clone()))?;
+        let notifications_pending = IntGauge::new(
+            "breakglass_notifications_pending",
+            "Notifications waiting for delivery",
+        )?;
+        registry.register(Box::new(notifications_pending.clone()))?;
         Ok(Metrics {
+            notifications,
+            notifications_oldest_pending,
+            notifications_pending,
             anchors,
             registry,
             requests,

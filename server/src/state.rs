@@ -15,6 +15,7 @@ use axum_extra::extract::cookie::Key;
 use breakglass_shared::api::SessionChange;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::auth::oidc::OidcProvider;
 use crate::cluster::Clusters;
@@ -65,6 +66,8 @@ pub struct Context {
     /// Bumped when the locks in force changed (read once a second by `crate::revocation`,
     /// wherever they were written): live pages read their environments' locks again.
     pub locks_changed: watch::Sender<u64>,
+    /// Notification routing (and the wake-up of this replica's delivery worker).
+    pub outbox: Arc<crate::outbox::Outbox>,
 }
 
 /// Axum state: a cheap handle on the [`Context`].
@@ -173,6 +176,8 @@ impl Context {
             anchors: metrics.anchors.clone(),
         })
         .map_err(StartError::Recording)?;
+        let config = Arc::new(config);
+        let outbox = Arc::new(crate::outbox::Outbox::new(config.clone()));
         let lifecycle = Lifecycle::new(
             Ports {
                 store: store.clone(),
@@ -183,6 +188,7 @@ impl Context {
                 terminals: connections.clone(),
                 park_without_cluster: config.no_clusters,
                 approval_expiry: config.approval_expiry,
+                outbox: outbox.clone(),
             },
             recorder_events,
         );
@@ -197,7 +203,7 @@ impl Context {
         let oidc = OidcProvider::for_config(&config);
         let step_up = Arc::new(StepUp::new(&config, store.clone()));
         let ctx = Arc::new(Context {
-            config: Arc::new(config),
+            config,
             store,
             changes,
             missed,
@@ -211,6 +217,7 @@ impl Context {
             oidc,
             step_up,
             locks_changed: watch::channel(0).0,
+            outbox: outbox.clone(),
         });
         tokio::spawn(follow(Arc::downgrade(&ctx), notices));
         let checker = crate::revocation::Checker {
@@ -223,6 +230,16 @@ impl Context {
             locks_changed: ctx.locks_changed.clone(),
         };
         tokio::spawn(checker.run());
+        if outbox.has_receivers() {
+            let worker = crate::notify::Worker {
+                store: ctx.store.clone(),
+                config: ctx.config.clone(),
+                outbox: outbox.clone(),
+                metrics: ctx.metrics.clone(),
+                holder: format!("notify-{}", uuid::Uuid::now_v7()),
+            };
+            tokio::spawn(worker.run().instrument(tracing::info_span!("notifications")));
+        }
         Ok(ctx)
     }
 }

@@ -82,6 +82,8 @@ pub struct SweepReport {
     pub anchored: usize,
     /// Orphaned cluster objects removed.
     pub orphans_removed: usize,
+    /// Notifications the clock owed (reminders, escalations, overdue reviews) written now.
+    pub clock_notices: u64,
 }
 
 /// Name of the sweep's lease.
@@ -209,7 +211,32 @@ async fn pass(
         report.orphans_removed = reconcile(ctx, &live).await;
     }
     prune_logins(ctx, now).await;
+    report.clock_notices = clock_notices(ctx, now).await?;
     Ok(report)
+}
+
+/// Writes what the clock owes people: reminders and escalations of waiting requests, overdue
+/// reviews. Each is written once (the outbox's unique key), whichever leader sees it first.
+async fn clock_notices(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<u64, Error> {
+    if !ctx.outbox.has_receivers() {
+        return Ok(0);
+    }
+    let pending = ListFilter {
+        state: Some(SessionState::PendingApproval),
+        ..Default::default()
+    };
+    let review_due = ListFilter {
+        review_due: true,
+        ..Default::default()
+    };
+    let pending = all_of(ctx, pending).await?;
+    let review_due = all_of(ctx, review_due).await?;
+    let drafts = ctx.outbox.clock_drafts(&pending, &review_due, now);
+    let new = ctx.store.enqueue(&drafts).await?;
+    if new > 0 {
+        ctx.outbox.wake();
+    }
+    Ok(new)
 }
 
 /// Ends the active sessions whose pod is gone, asking each cluster once for all of its

@@ -43,6 +43,7 @@ fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
         kind: "create".into(),
         detail: None,
         at: now,
+        notices: Vec::new(),
     };
     let by = |name: &str| Actor::User {
         name: name.into(),
@@ -82,6 +83,7 @@ fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
             kind: e.kind().into(),
             detail: e.detail(),
             at: now,
+            notices: Vec::new(),
         };
         h.push((next, ev));
     }

@@ -93,6 +93,7 @@ async fn approving_a_request_past_its_deadline_is_refused_without_the_sweep() {
                 kind: "create".into(),
                 detail: None,
                 at: aged.created_at,
+                notices: Vec::new(),
             },
         )
         .await

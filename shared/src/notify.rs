@@ -269,6 +269,42 @@ impl Notification {
     }
 }
 
+/// One delivery as the admins' page shows it (`GET /notifications/deliveries`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct DeliveryView {
+    /// The `webhook-id` it is sent with, the same on every attempt.
+    pub webhook_id: String,
+    /// The receiver's name.
+    pub receiver: String,
+    /// The event's name (`requested`, `glass_broken`, ...).
+    pub kind: String,
+    /// The session it is about.
+    pub session_id: uuid::Uuid,
+    /// That session's environment.
+    pub environment: String,
+    /// `pending`, `sent` or `dead`.
+    pub state: String,
+    /// Attempts so far.
+    pub attempts: i64,
+    /// When it was written.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When it is due next (pending ones).
+    #[serde(with = "time::serde::rfc3339")]
+    pub next_at: OffsetDateTime,
+    /// When the receiver took it.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub sent_at: Option<OffsetDateTime>,
+    /// The receiver's last status (HTTP status or SMTP reply code).
+    pub last_status: Option<i64>,
+    /// The last failure.
+    pub last_error: Option<String>,
+}
+
+/// The states a delivery is in.
+pub const DELIVERY_STATES: [&str; 3] = ["pending", "sent", "dead"];
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -3,6 +3,7 @@
 pub mod doctor;
 pub mod locks;
 pub mod logins;
+pub mod notify;
 pub mod policies;
 pub mod recordings;
 

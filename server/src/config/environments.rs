@@ -127,6 +127,19 @@ pub struct EnvironmentConfig {
     /// fresh assertion of one of the person's security keys (suggested for Flight).
     #[serde(default)]
     pub step_up: bool,
+    /// Receivers (`[notifications]` names) that get every event here.
+    #[serde(default)]
+    pub notify: Vec<String>,
+    /// Receivers told when a request waits past `escalate_after_minutes`.
+    #[serde(default)]
+    pub escalate_to: Vec<String>,
+    /// Minutes a Flight request waits before the `notify` receivers get a reminder (none when
+    /// absent).
+    pub remind_after_minutes: Option<u32>,
+    /// Minutes a Flight request waits before `escalate_to` is told (none when absent).
+    pub escalate_after_minutes: Option<u32>,
+    /// Hours after its end a glass-broken session's review is overdue (default 168, a week).
+    pub review_within_hours: Option<u32>,
 }
 
 /// A resolved environment.
@@ -148,6 +161,8 @@ pub struct Environment {
     pub quorum: Quorum,
     /// Whether the actions of `breakglass_shared::step_up::StepUpAction` need a security key.
     pub step_up: bool,
+    /// Who is told of what happens here.
+    pub notify: super::notifications::Route,
 }
 
 impl Environment {
@@ -230,6 +245,11 @@ pub fn demo_environments() -> Vec<EnvironmentConfig> {
         approvals_required: None,
         approvers_from_distinct_groups: false,
         step_up: false,
+        notify: vec![],
+        escalate_to: vec![],
+        remind_after_minutes: None,
+        escalate_after_minutes: None,
+        review_within_hours: None,
     };
     vec![demo("dev", Tier::Ground), demo("prod", Tier::Flight)]
 }
@@ -377,6 +397,14 @@ impl EnvironmentConfig {
                 distinct_groups: self.approvers_from_distinct_groups,
             },
             step_up: self.step_up,
+            notify: super::notifications::Route::resolve(
+                key,
+                self.notify,
+                self.escalate_to,
+                self.remind_after_minutes,
+                self.escalate_after_minutes,
+                self.review_within_hours,
+            )?,
         })
     }
 }

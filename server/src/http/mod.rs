@@ -37,6 +37,7 @@ pub mod limits;
 pub mod locks;
 pub mod recordings;
 pub mod sessions;
+pub mod notifications;
 pub mod sign_in;
 pub mod sockets;
 pub mod step_up;
@@ -84,6 +85,8 @@ pub mod terminal;
         step_up::register_key,
         step_up::remove_key,
         step_up::options,
+        notifications::deliveries,
+        notifications::schema,
     ),
     components(schemas(breakglass_shared::api::SessionEventRecord))
 )]
@@ -143,6 +146,11 @@ pub fn app(state: AppState) -> Router {
             axum::routing::delete(step_up::remove_key),
         )
         .route("/step-up/options", post(step_up::options))
+        .route(
+            "/notifications/deliveries",
+            get(notifications::deliveries),
+        )
+        .route("/notifications/schema.json", get(notifications::schema))
         .route("/openapi.json", get(openapi))
         // After the routes: it applies to those registered before it. Axum keeps `Allow`.
         .method_not_allowed_fallback(api_method_not_allowed)

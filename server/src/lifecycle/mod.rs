@@ -32,6 +32,7 @@ use uuid::Uuid;
 pub use commit::Commit;
 pub use drive::no_cluster;
 
+use crate::outbox::Outbox;
 use crate::ports::{ClusterError, ClusterOps, RecorderEvent, Recordings, Terminals};
 use crate::store::{EventDraft, Store, StoreError};
 
@@ -92,6 +93,8 @@ pub struct Lifecycle {
     park_without_cluster: bool,
     /// How long a Flight request waits for a decision.
     approval_expiry: time::Duration,
+    /// What each change tells whom (written with the change).
+    outbox: Arc<Outbox>,
     /// Sessions being driven on this replica now.
     driving: claims::Claims,
     /// Room for the sweep's drives: a pass starts at most this many at once, so a stuck
@@ -125,6 +128,8 @@ pub struct Ports {
     /// breaking the glass is refused and the request expires, whether or not the sweep has
     /// come by yet.
     pub approval_expiry: time::Duration,
+    /// Notification routing: the rows each change writes into the outbox.
+    pub outbox: Arc<Outbox>,
 }
 
 impl Lifecycle {
@@ -139,6 +144,7 @@ impl Lifecycle {
             terminals: ports.terminals,
             park_without_cluster: ports.park_without_cluster,
             approval_expiry: ports.approval_expiry,
+            outbox: ports.outbox,
             driving: claims::Claims::default(),
             sweep_drives: Arc::new(tokio::sync::Semaphore::new(SWEEP_DRIVES)),
             me: me.clone(),
@@ -190,8 +196,12 @@ impl Lifecycle {
             kind: Commit::Create.label().into(),
             detail: None,
             at: now,
+            notices: self.outbox.drafts(None, &session, &session.requester, now),
         };
         self.store.insert(&session, &draft).await?;
+        if !draft.notices.is_empty() {
+            self.outbox.wake();
+        }
         self.after_commit(&session, Commit::Create);
         Ok(session)
     }
@@ -301,6 +311,7 @@ impl Lifecycle {
                 kind: Commit::Review.label().into(),
                 detail: Some(format!("{}: {notes}", verdict.as_str())),
                 at: now,
+                notices: Vec::new(),
             };
             Ok((next, draft, Commit::Review))
         })
@@ -335,9 +346,13 @@ impl Lifecycle {
         for _ in 0..CAS_ATTEMPTS {
             let current = self.get(id).await?;
             let now = OffsetDateTime::now_utc();
-            let (next, draft, kind) = step(&current, now)?;
+            let (next, mut draft, kind) = step(&current, now)?;
+            draft.notices = self.outbox.drafts(Some(&current), &next, &draft.actor, now);
             match self.store.compare_and_set(&current, &next, &draft).await {
                 Ok(()) => {
+                    if !draft.notices.is_empty() {
+                        self.outbox.wake();
+                    }
                     self.after_commit(&next, kind);
                     return Ok(next);
                 }
@@ -392,5 +407,6 @@ fn draft_for(event: &SessionEvent, at: OffsetDateTime) -> EventDraft {
         kind: event.kind().to_string(),
         detail: event.detail(),
         at,
+        notices: Vec::new(),
     }
 }

@@ -92,6 +92,7 @@ async fn request(store: &dyn Store, age: Duration) -> Uuid {
         kind: Commit::Create.label().into(),
         detail: None,
         at: made,
+        notices: Vec::new(),
     };
     store.insert(&s, &draft).await.unwrap();
     s.id

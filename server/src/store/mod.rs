@@ -9,12 +9,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use breakglass_shared::api::SessionEventRecord;
 use breakglass_shared::lock::{Lock, LockEvent, LockScope, UnlockRequest};
-use breakglass_shared::{Session, SessionState};
+use breakglass_shared::Session;
 use time::OffsetDateTime;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
 mod bulk;
+mod error;
 mod keys;
 mod leases;
 mod list;
@@ -22,67 +23,20 @@ mod live;
 mod locks;
 mod logins;
 mod notice;
+mod outbox;
 mod postgres;
 mod row;
 mod sqlite;
 
+pub use error::StoreError;
 pub use keys::{Challenge, KeyStore, SecurityKey};
 pub use leases::LEASE_BATCH;
 pub use list::ListFilter;
 pub use logins::{Login, LoginSelector, LoginSource};
 pub use notice::{Notice, CHANNEL};
+pub use outbox::{Attempt, Delivery, OutboxDraft, OutboxStats, OutboxStore};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
-
-/// Storage failures.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The row moved on since it was read: someone else changed it first.
-    #[error("the session changed meanwhile (it is now {current:?})")]
-    Conflict {
-        /// The state found, if the row exists.
-        current: Option<SessionState>,
-    },
-    /// A session with this id exists already.
-    #[error("a session with this id exists already")]
-    Duplicate,
-    /// The database could not be reached or refused the query.
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
-    /// Migrations failed.
-    #[error("database migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    /// A stored value does not parse (the row was edited by hand?).
-    #[error("stored session {id} has an invalid {column}: {value:?}")]
-    Corrupt {
-        /// The row.
-        id: String,
-        /// The column.
-        column: &'static str,
-        /// What was found.
-        value: String,
-    },
-    /// Another server process already serves this SQLite database.
-    #[error(
-        "another break-glass server already serves the SQLite database {path} ({holder}); \
-         SQLite serves one replica only: stop that server, or run several replicas on \
-         PostgreSQL (database_url = \"postgres://...\")"
-    )]
-    SingleReplica {
-        /// The database file.
-        path: String,
-        /// What the lock file says about its holder.
-        holder: String,
-    },
-    /// The lock file of a SQLite database could not be used.
-    #[error("cannot lock the SQLite database with {path}: {source}")]
-    Lock {
-        /// The lock file.
-        path: String,
-        /// Cause.
-        source: std::io::Error,
-    },
-}
 
 /// One event to append with a write.
 #[derive(Debug, Clone)]
@@ -95,11 +49,14 @@ pub struct EventDraft {
     pub detail: Option<String>,
     /// When.
     pub at: OffsetDateTime,
+    /// The notifications the change causes, written in its transaction (ignored by
+    /// [`Store::insert_many`], whose imports tell nobody).
+    pub notices: Vec<OutboxDraft>,
 }
 
 /// Session storage.
 #[async_trait]
-pub trait Store: KeyStore + Send + Sync + 'static {
+pub trait Store: KeyStore + OutboxStore + Send + Sync + 'static {
     /// Checks the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
     /// Stores a new session with its creation event.
@@ -312,6 +269,7 @@ macro_rules! sql_store {
         crate::store::logins::login_sql!($store);
         crate::store::locks::lock_sql!($store, $db);
         crate::store::keys::key_sql!($store);
+        crate::store::outbox::outbox_sql!($store, $db, CLAIM_LOCK);
 
         #[async_trait]
         impl Store for $store {
@@ -335,6 +293,7 @@ macro_rules! sql_store {
                     return Err(if is_unique_violation(&e) { StoreError::Duplicate } else { e.into() });
                 }
                 insert_event(&mut tx, s.id, ev, None, s.state).await?;
+                insert_outbox(&mut tx, &ev.notices).await?;
                 self.announce_change(&mut tx, s.id, s.version, &ev.kind).await?;
                 tx.commit().await?;
                 Ok(())
@@ -376,6 +335,7 @@ macro_rules! sql_store {
                     return Err(StoreError::Conflict { current });
                 }
                 insert_event(&mut tx, prev.id, ev, Some(prev.state), next.state).await?;
+                insert_outbox(&mut tx, &ev.notices).await?;
                 self.announce_change(&mut tx, prev.id, next.version, &ev.kind).await?;
                 tx.commit().await?;
                 Ok(())

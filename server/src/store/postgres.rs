@@ -146,4 +146,7 @@ async fn follow(
     }
 }
 
+/// How the outbox claim's select ends: each due row has one worker: a claim passes over rows another replica is claiming.
+const CLAIM_LOCK: &str = " FOR UPDATE SKIP LOCKED";
+
 crate::store::sql_store!(PostgresStore, sqlx::Postgres);

@@ -148,4 +148,7 @@ fn lock_single_replica(db: &std::path::Path) -> Result<File, StoreError> {
     Ok(file)
 }
 
+/// How the outbox claim's select ends: SQLite serves one replica: nothing to skip.
+const CLAIM_LOCK: &str = "";
+
 crate::store::sql_store!(SqliteStore, sqlx::Sqlite);

@@ -1,0 +1,667 @@
+//! `[notifications]`: the receivers (Standard Webhooks endpoints, Slack incoming webhooks, mail)
+//! and how a delivery is retried; each environment's `notify` names the receivers that get its
+//! events (`environments.rs` reads those keys, [`Notifications::check_routes`] checks them).
+//!
+//! Secrets (webhook signing keys, Slack URLs, the SMTP password) come from the file, a file it
+//! names, or an environment variable, and are held in [`Secret`], whose `Debug` never shows
+//! them: the configuration is logged and printed by `check-config`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use base64::Engine;
+use breakglass_shared::notify::NoticeKind;
+use serde::Deserialize;
+
+use super::{within, ConfigError};
+
+/// `[notifications]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationsFile {
+    /// Minutes a delivery is retried before it is marked dead (default 1440, a day).
+    pub retry_for_minutes: Option<u64>,
+    /// Seconds one attempt may take, connecting included (default 10).
+    pub timeout_seconds: Option<u64>,
+    /// Seconds before the first retry (default 2), doubled per attempt up to ten minutes.
+    pub first_retry_seconds: Option<u64>,
+    /// Standard Webhooks receivers.
+    #[serde(default)]
+    pub webhooks: Vec<WebhookFile>,
+    /// Slack incoming webhooks.
+    #[serde(default)]
+    pub slack: Vec<SlackFile>,
+    /// Mail receivers (over `[notifications.smtp]`).
+    #[serde(default)]
+    pub email: Vec<EmailFile>,
+    /// The mail server.
+    pub smtp: Option<SmtpFile>,
+    /// Mail addresses of people (`alice = "alice@example.com"`) and of groups
+    /// (`"group:sre" = ["oncall@example.com"]`), for "the environment's approvers"; a user name
+    /// that is itself an address needs no entry.
+    #[serde(default)]
+    pub addresses: BTreeMap<String, Addresses>,
+}
+
+/// One address or several.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Addresses {
+    /// One.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+/// A secret given inline, in a file, or in an environment variable: exactly one of them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSource {
+    value: Option<String>,
+    file: Option<PathBuf>,
+    env: Option<String>,
+}
+
+/// `[[notifications.webhooks]]` (the contract: `name`, `url`, and `secret` or `secret_file`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookFile {
+    /// The name environments' `notify` use.
+    pub name: String,
+    /// Where to POST.
+    pub url: String,
+    /// `whsec_<base64>`; several separated by spaces while rotating (each signs).
+    pub secret: Option<String>,
+    /// A file holding the secret(s), whitespace-separated.
+    pub secret_file: Option<PathBuf>,
+    /// An environment variable holding the secret(s).
+    pub secret_env: Option<String>,
+    /// Only these events (snake-case names); all when absent. A broken glass comes anyway.
+    pub events: Option<Vec<String>>,
+}
+
+/// `[[notifications.slack]]`: the incoming webhook's URL is its secret.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackFile {
+    /// The name environments' `notify` use.
+    pub name: String,
+    /// The incoming webhook URL.
+    pub url: Option<String>,
+    /// A file holding it.
+    pub url_file: Option<PathBuf>,
+    /// An environment variable holding it.
+    pub url_env: Option<String>,
+    /// Only these events; all when absent.
+    pub events: Option<Vec<String>>,
+}
+
+/// `[[notifications.email]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailFile {
+    /// The name environments' `notify` use.
+    pub name: String,
+    /// Fixed recipients.
+    #[serde(default)]
+    pub to: Vec<String>,
+    /// Also the environment's approvers (for what asks something of them: a request, a
+    /// reminder, an escalation, more time, a review), from `addresses`.
+    #[serde(default)]
+    pub approvers: bool,
+    /// Also the requester, for what became of their request (decided, active, ended).
+    #[serde(default)]
+    pub requester: bool,
+    /// Only these events; all when absent.
+    pub events: Option<Vec<String>>,
+}
+
+/// `[notifications.smtp]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpFile {
+    /// Host name.
+    pub host: String,
+    /// Port (default: 465 with `tls`, 587 with `starttls`, 25 with `none`).
+    pub port: Option<u16>,
+    /// `starttls` (default), `tls`, or `none` (a local relay only).
+    pub tls: Option<String>,
+    /// Sign-in name, if the server wants one.
+    pub username: Option<String>,
+    /// Its password, in a file.
+    pub password_file: Option<PathBuf>,
+    /// Its password, in an environment variable.
+    pub password_env: Option<String>,
+    /// The sender address.
+    pub from: String,
+}
+
+/// A value never printed: `Debug` shows `<secret>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The value, for the one place that uses it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
+/// How mail leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpTls {
+    /// TLS from the first byte.
+    Tls,
+    /// Plain, then STARTTLS (required).
+    StartTls,
+    /// No TLS (a relay on the same host).
+    None,
+}
+
+/// The resolved mail server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Smtp {
+    /// Host.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// TLS mode.
+    pub tls: SmtpTls,
+    /// Name and password.
+    pub credentials: Option<(String, Secret)>,
+    /// Sender.
+    pub from: String,
+}
+
+/// Where a receiver's messages go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A Standard Webhooks endpoint; every secret (raw key bytes) signs.
+    Webhook {
+        /// Endpoint.
+        url: url::Url,
+        /// Signing keys.
+        secrets: Vec<Vec<u8>>,
+    },
+    /// A Slack incoming webhook.
+    Slack {
+        /// Its URL.
+        url: Secret,
+    },
+    /// Mail.
+    Email {
+        /// Fixed recipients.
+        to: Vec<String>,
+        /// The environment's approvers too.
+        approvers: bool,
+        /// The requester too.
+        requester: bool,
+    },
+}
+
+/// One receiver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receiver {
+    /// Its name.
+    pub name: String,
+    /// The events it takes; all when `None`.
+    pub events: Option<BTreeSet<NoticeKind>>,
+    /// Where its messages go.
+    pub target: Target,
+}
+
+impl Receiver {
+    /// Whether it takes `kind`.
+    pub fn takes(&self, kind: NoticeKind) -> bool {
+        !kind.filterable() || self.events.as_ref().is_none_or(|e| e.contains(&kind))
+    }
+
+    /// `webhook`, `slack` or `email`.
+    pub fn kind(&self) -> &'static str {
+        match self.target {
+            Target::Webhook { .. } => "webhook",
+            Target::Slack { .. } => "slack",
+            Target::Email { .. } => "email",
+        }
+    }
+}
+
+/// The resolved `[notifications]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notifications {
+    /// How long a delivery is retried.
+    pub retry_for: Duration,
+    /// One attempt's bound.
+    pub timeout: Duration,
+    /// The first retry's delay.
+    pub first_retry: Duration,
+    /// Every receiver, by its unique name.
+    pub receivers: Vec<Receiver>,
+    /// The mail server (required when a mail receiver exists).
+    pub smtp: Option<Smtp>,
+    /// Addresses by user name or `group:NAME`.
+    pub addresses: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for Notifications {
+    fn default() -> Notifications {
+        Notifications {
+            retry_for: Duration::from_secs(24 * 3600),
+            timeout: Duration::from_secs(10),
+            first_retry: Duration::from_secs(2),
+            receivers: Vec::new(),
+            smtp: None,
+            addresses: BTreeMap::new(),
+        }
+    }
+}
+
+impl Notifications {
+    /// The receiver called `name`.
+    pub fn receiver(&self, name: &str) -> Option<&Receiver> {
+        self.receivers.iter().find(|r| r.name == name)
+    }
+
+    /// Checks that every name in `routes` (a key path and the names it lists) is a receiver.
+    pub fn check_routes<'a>(
+        &self,
+        routes: impl IntoIterator<Item = (String, &'a [String])>,
+    ) -> Result<(), ConfigError> {
+        for (key, names) in routes {
+            for name in names {
+                if self.receiver(name).is_none() {
+                    let known: Vec<_> = self.receivers.iter().map(|r| r.name.as_str()).collect();
+                    return Err(ConfigError::new(
+                        key,
+                        format!(
+                            "names no receiver `{name}`; the [notifications] receivers are: {}",
+                            if known.is_empty() {
+                                "none".to_string()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An environment's notification route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Receivers of every event there.
+    pub receivers: Vec<String>,
+    /// Receivers of escalations.
+    pub escalate_to: Vec<String>,
+    /// When a waiting request is reminded of.
+    pub remind_after: Option<time::Duration>,
+    /// When a waiting request is escalated.
+    pub escalate_after: Option<time::Duration>,
+    /// When a due review is overdue, after the session's end.
+    pub review_within: time::Duration,
+}
+
+impl Route {
+    /// Checks an environment's keys (under `key`); the receiver names are checked against
+    /// `[notifications]` once both are read ([`Notifications::check_routes`]).
+    pub(super) fn resolve(
+        key: &str,
+        receivers: Vec<String>,
+        escalate_to: Vec<String>,
+        remind_after_minutes: Option<u32>,
+        escalate_after_minutes: Option<u32>,
+        review_within_hours: Option<u32>,
+    ) -> Result<Route, ConfigError> {
+        let minutes = |name: &str, v: Option<u32>| {
+            v.map(|m| {
+                within(format!("{key}.{name}"), u64::from(m), 1, 10_080)
+                    .map(|m| time::Duration::minutes(m as i64))
+            })
+            .transpose()
+        };
+        let remind_after = minutes("remind_after_minutes", remind_after_minutes)?;
+        let escalate_after = minutes("escalate_after_minutes", escalate_after_minutes)?;
+        if escalate_after.is_some() != !escalate_to.is_empty() {
+            return Err(ConfigError::new(
+                format!("{key}.escalate_after_minutes"),
+                "an escalation needs both `escalate_after_minutes` and `escalate_to` (the \
+                 receivers told)",
+            ));
+        }
+        if let (Some(r), Some(e)) = (remind_after, escalate_after) {
+            if e <= r {
+                return Err(ConfigError::new(
+                    format!("{key}.escalate_after_minutes"),
+                    "must be longer than remind_after_minutes: the reminder comes first",
+                ));
+            }
+        }
+        let hours = review_within_hours
+            .map(|h| within(format!("{key}.review_within_hours"), u64::from(h), 1, 8_760))
+            .transpose()?
+            .unwrap_or(168);
+        Ok(Route {
+            receivers,
+            escalate_to,
+            remind_after,
+            escalate_after,
+            review_within: time::Duration::hours(hours as i64),
+        })
+    }
+}
+
+impl NotificationsFile {
+    /// Checks every key and reads the secrets.
+    pub fn resolve(self) -> Result<Notifications, ConfigError> {
+        let defaults = Notifications::default();
+        let minutes = |key: &str, v: Option<u64>, d: Duration, max: u64| {
+            v.map(|v| within(format!("notifications.{key}"), v, 1, max))
+                .transpose()
+                .map(|v| v.map_or(d, |v| Duration::from_secs(v * 60)))
+        };
+        let seconds = |key: &str, v: Option<u64>, d: Duration, max: u64| {
+            v.map(|v| within(format!("notifications.{key}"), v, 1, max))
+                .transpose()
+                .map(|v| v.map_or(d, Duration::from_secs))
+        };
+        let mut receivers = Vec::new();
+        for (i, w) in self.webhooks.into_iter().enumerate() {
+            let key = format!("notifications.webhooks[{i}]");
+            let url = http_url(&format!("{key}.url"), &w.url)?;
+            let source = SecretSource {
+                value: w.secret,
+                file: w.secret_file,
+                env: w.secret_env,
+            };
+            let text = source.read(&key, "secret")?;
+            let secrets = text
+                .split_whitespace()
+                .map(|s| webhook_key(&format!("{key}.secret"), s))
+                .collect::<Result<Vec<_>, _>>()?;
+            receivers.push(Receiver {
+                events: events(&key, w.events)?,
+                name: w.name,
+                target: Target::Webhook { url, secrets },
+            });
+        }
+        for (i, s) in self.slack.into_iter().enumerate() {
+            let key = format!("notifications.slack[{i}]");
+            let source = SecretSource {
+                value: s.url,
+                file: s.url_file,
+                env: s.url_env,
+            };
+            let url = source.read(&key, "url")?;
+            http_url(&format!("{key}.url"), &url)?;
+            receivers.push(Receiver {
+                events: events(&key, s.events)?,
+                name: s.name,
+                target: Target::Slack { url: Secret(url) },
+            });
+        }
+        let mail_receivers = !self.email.is_empty();
+        for (i, e) in self.email.into_iter().enumerate() {
+            let key = format!("notifications.email[{i}]");
+            for (j, a) in e.to.iter().enumerate() {
+                address(&format!("{key}.to[{j}]"), a)?;
+            }
+            if e.to.is_empty() && !e.approvers && !e.requester {
+                return Err(ConfigError::new(
+                    format!("{key}.to"),
+                    "a mail receiver needs recipients: `to`, `approvers = true` or \
+                     `requester = true`",
+                ));
+            }
+            receivers.push(Receiver {
+                events: events(&key, e.events)?,
+                name: e.name,
+                target: Target::Email {
+                    to: e.to,
+                    approvers: e.approvers,
+                    requester: e.requester,
+                },
+            });
+        }
+        let mut names = BTreeSet::new();
+        for r in &receivers {
+            if r.name.is_empty() || !names.insert(r.name.clone()) {
+                return Err(ConfigError::new(
+                    format!("notifications.{}.name", r.kind()),
+                    format!(
+                        "receiver names must be non-empty and unique across webhooks, slack and \
+                         email; `{}` is not",
+                        r.name
+                    ),
+                ));
+            }
+        }
+        let smtp = self.smtp.map(SmtpFile::resolve).transpose()?;
+        if mail_receivers && smtp.is_none() {
+            return Err(ConfigError::new(
+                "notifications.smtp",
+                "mail receivers are configured but no mail server: add [notifications.smtp] \
+                 with host and from",
+            ));
+        }
+        let mut addresses = BTreeMap::new();
+        for (who, a) in self.addresses {
+            let list = match a {
+                Addresses::One(a) => vec![a],
+                Addresses::Many(l) => l,
+            };
+            for a in &list {
+                address(&format!("notifications.addresses.{who}"), a)?;
+            }
+            addresses.insert(who, list);
+        }
+        Ok(Notifications {
+            retry_for: minutes("retry_for_minutes", self.retry_for_minutes, defaults.retry_for, 10_080)?,
+            timeout: seconds("timeout_seconds", self.timeout_seconds, defaults.timeout, 120)?,
+            first_retry: seconds(
+                "first_retry_seconds",
+                self.first_retry_seconds,
+                defaults.first_retry,
+                600,
+            )?,
+            receivers,
+            smtp,
+            addresses,
+        })
+    }
+}
+
+impl SmtpFile {
+    fn resolve(self) -> Result<Smtp, ConfigError> {
+        let tls = match self.tls.as_deref().unwrap_or("starttls") {
+            "starttls" => SmtpTls::StartTls,
+            "tls" => SmtpTls::Tls,
+            "none" => SmtpTls::None,
+            other => {
+                return Err(ConfigError::new(
+                    "notifications.smtp.tls",
+                    format!("`{other}` is not a TLS mode: use `starttls`, `tls` or `none`"),
+                ))
+            }
+        };
+        address("notifications.smtp.from", &self.from)?;
+        let password = SecretSource {
+            value: None,
+            file: self.password_file,
+            env: self.password_env,
+        };
+        let credentials = match (self.username, password.given()) {
+            (Some(u), true) => Some((u, Secret(password.read("notifications.smtp", "password")?))),
+            (None, false) => None,
+            _ => {
+                return Err(ConfigError::new(
+                    "notifications.smtp.username",
+                    "give both `username` and a password (`password_file` or `password_env`), \
+                     or neither",
+                ))
+            }
+        };
+        Ok(Smtp {
+            port: self.port.unwrap_or(match tls {
+                SmtpTls::Tls => 465,
+                SmtpTls::StartTls => 587,
+                SmtpTls::None => 25,
+            }),
+            host: self.host,
+            tls,
+            credentials,
+            from: self.from,
+        })
+    }
+}
+
+impl SecretSource {
+    fn given(&self) -> bool {
+        self.value.is_some() || self.file.is_some() || self.env.is_some()
+    }
+
+    /// The one value given, trimmed; `key.name`, `key.name_file`, `key.name_env` are its keys.
+    fn read(&self, key: &str, name: &str) -> Result<String, ConfigError> {
+        let text = match (&self.value, &self.file, &self.env) {
+            (Some(v), None, None) => v.clone(),
+            (None, Some(f), None) => std::fs::read_to_string(f).map_err(|e| {
+                ConfigError::new(
+                    format!("{key}.{name}_file"),
+                    format!("cannot read {}: {e}", f.display()),
+                )
+            })?,
+            (None, None, Some(var)) => std::env::var(var).map_err(|_| {
+                ConfigError::new(
+                    format!("{key}.{name}_env"),
+                    format!("the environment variable {var} is not set"),
+                )
+            })?,
+            _ => {
+                return Err(ConfigError::new(
+                    format!("{key}.{name}"),
+                    format!("give exactly one of `{name}`, `{name}_file` and `{name}_env`"),
+                ))
+            }
+        };
+        let text = text.trim().to_string();
+        if text.is_empty() {
+            return Err(ConfigError::new(format!("{key}.{name}"), "is empty"));
+        }
+        Ok(text)
+    }
+}
+
+/// The key bytes of a `whsec_<base64>` secret.
+fn webhook_key(key: &str, secret: &str) -> Result<Vec<u8>, ConfigError> {
+    let bytes = secret
+        .strip_prefix("whsec_")
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+    match bytes {
+        Some(b) if (24..=64).contains(&b.len()) => Ok(b),
+        _ => Err(ConfigError::new(
+            key,
+            "must be `whsec_` and the base64 of 24 to 64 random bytes (e.g. \
+             `echo whsec_$(head -c 32 /dev/urandom | base64)`); several are separated by spaces",
+        )),
+    }
+}
+
+fn http_url(key: &str, text: &str) -> Result<url::Url, ConfigError> {
+    match url::Url::parse(text) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(u),
+        _ => Err(ConfigError::new(
+            key,
+            "must be an absolute http:// or https:// URL",
+        )),
+    }
+}
+
+fn address(key: &str, a: &str) -> Result<(), ConfigError> {
+    a.parse::<lettre::Address>().map(|_| ()).map_err(|e| {
+        ConfigError::new(key, format!("`{a}` is not a mail address ({e})"))
+    })
+}
+
+fn events(key: &str, names: Option<Vec<String>>) -> Result<Option<BTreeSet<NoticeKind>>, ConfigError> {
+    names
+        .map(|names| {
+            names
+                .iter()
+                .map(|n| {
+                    n.parse::<NoticeKind>().map_err(|_| {
+                        use strum::IntoEnumIterator;
+                        let all: Vec<&str> = NoticeKind::iter().map(<&str>::from).collect();
+                        ConfigError::new(
+                            format!("{key}.events"),
+                            format!("`{n}` is no event; the events are: {}", all.join(", ")),
+                        )
+                    })
+                })
+                .collect()
+        })
+        .transpose()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn resolve(text: &str) -> Result<Notifications, ConfigError> {
+        toml::from_str::<NotificationsFile>(text)
+            .map_err(|e| ConfigError::new("toml", e.to_string()))?
+            .resolve()
+    }
+
+    const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    #[test]
+    fn a_webhook_with_two_secrets_while_rotating() {
+        let n = resolve(&format!(
+            "[[webhooks]]\nname = \"siem\"\nurl = \"https://siem.example/hook\"\n\
+             secret = \"{KEY} {KEY}\"\nevents = [\"requested\"]\n"
+        ))
+        .unwrap();
+        let r = n.receiver("siem").unwrap();
+        assert!(matches!(&r.target, Target::Webhook { secrets, .. } if secrets.len() == 2));
+        assert!(r.takes(NoticeKind::Requested));
+        assert!(!r.takes(NoticeKind::Ended));
+        assert!(r.takes(NoticeKind::GlassBroken), "a broken glass reaches everyone");
+        assert!(!format!("{n:?}").contains("MfKQ"), "secrets stay out of Debug");
+    }
+
+    #[test]
+    fn each_bad_key_is_named() {
+        let cases = [
+            ("[[webhooks]]\nname = \"a\"\nurl = \"ftp://x\"\nsecret = \"whsec_AAAA\"\n", "notifications.webhooks[0].url"),
+            ("[[webhooks]]\nname = \"a\"\nurl = \"https://x\"\nsecret = \"nope\"\n", "notifications.webhooks[0].secret"),
+            ("[[webhooks]]\nname = \"a\"\nurl = \"https://x\"\n", "notifications.webhooks[0].secret"),
+            ("[[webhooks]]\nname = \"a\"\nurl = \"https://x\"\nsecret_env = \"BG_NO_SUCH_VAR\"\n", "notifications.webhooks[0].secret_env"),
+            ("[[slack]]\nname = \"s\"\nurl = \"https://x\"\nevents = [\"lunch\"]\n", "notifications.slack[0].events"),
+            ("[[email]]\nname = \"m\"\nto = [\"a@b.example\"]\n", "notifications.smtp"),
+            ("[[email]]\nname = \"m\"\nto = [\"not an address\"]\n", "notifications.email[0].to[0]"),
+            ("[[email]]\nname = \"m\"\n[smtp]\nhost = \"h\"\nfrom = \"a@b.example\"\n", "notifications.email[0].to"),
+            ("[smtp]\nhost = \"h\"\nfrom = \"a@b.example\"\ntls = \"maybe\"\n", "notifications.smtp.tls"),
+            ("[smtp]\nhost = \"h\"\nfrom = \"a@b.example\"\nusername = \"u\"\n", "notifications.smtp.username"),
+            ("timeout_seconds = 0\n", "notifications.timeout_seconds"),
+        ];
+        for (text, key) in cases {
+            let e = resolve(text).unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
+        }
+        let dup = format!(
+            "[[webhooks]]\nname = \"a\"\nurl = \"https://x\"\nsecret = \"{KEY}\"\n\
+             [[slack]]\nname = \"a\"\nurl = \"https://y\"\n"
+        );
+        assert!(resolve(&dup).unwrap_err().reason.contains("unique"));
+    }
+}

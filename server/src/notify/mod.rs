@@ -1,0 +1,308 @@
+//! Delivering the outbox: a worker on every replica claims due rows (each row has one worker
+//! at a time: `store/outbox.rs`), sends each to its receiver within the configured timeout,
+//! and records the outcome: sent, retried later with exponential backoff, or dead with its
+//! last error once the retry window has passed.
+//!
+//! Nothing here is on a session's path: the lifecycle only writes rows and wakes the worker,
+//! so a slow, failing or hanging receiver costs the worker's time, never a request's.
+
+pub mod email;
+pub mod slack;
+pub mod webhook;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use breakglass_shared::notify::Notification;
+use futures::StreamExt;
+use time::OffsetDateTime;
+use tracing::Instrument;
+
+use crate::config::{Config, Receiver, Target};
+use crate::metrics::Metrics;
+use crate::outbox::{unix_ms, Outbox};
+use crate::store::{Attempt, Delivery, Store};
+
+/// What a receiver answered to a delivery it took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// HTTP status or SMTP reply code.
+    pub status: Option<i64>,
+    /// The start of what it said.
+    pub body: String,
+}
+
+/// A failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The receiver's status, when it answered.
+    pub status: Option<i64>,
+    /// What went wrong.
+    pub error: String,
+    /// Whether trying again cannot help (a mail without recipients).
+    pub permanent: bool,
+}
+
+impl Failure {
+    /// A failure worth retrying.
+    pub fn retry(status: Option<i64>, error: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            error: error.into(),
+            permanent: false,
+        }
+    }
+
+    /// A failure no retry mends.
+    pub fn permanent(status: Option<i64>, error: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            error: error.into(),
+            permanent: true,
+        }
+    }
+}
+
+/// How much of a receiver's answer is kept.
+const ANSWER_KEPT: usize = 300;
+
+/// Sends an HTTP request and reads its answer: a 2xx is taken, anything else fails with the
+/// status and the start of the body.
+pub(crate) async fn http_answer(req: reqwest::RequestBuilder) -> Result<Answer, Failure> {
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| Failure::retry(None, format!("cannot reach the receiver: {e}")))?;
+    let status = i64::from(resp.status().as_u16());
+    let ok = resp.status().is_success();
+    let body: String = resp
+        .text()
+        .await
+        .unwrap_or_default()
+        .chars()
+        .take(ANSWER_KEPT)
+        .collect();
+    if ok {
+        Ok(Answer {
+            status: Some(status),
+            body,
+        })
+    } else {
+        Err(Failure::retry(
+            Some(status),
+            format!("the receiver answered {status}: {body}"),
+        ))
+    }
+}
+
+/// Sends notifications to receivers (the worker's and `notify test`'s one way of sending).
+pub struct Sender {
+    config: Arc<Config>,
+    http: reqwest::Client,
+}
+
+impl Sender {
+    /// A sender under `config`'s timeout; HTTP redirects are not followed (a receiver's URL is
+    /// where its messages go, not where it points).
+    pub fn new(config: Arc<Config>) -> Result<Sender, reqwest::Error> {
+        let timeout = config.notifications.timeout;
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent("breakglass-notifications/1")
+            .build()?;
+        Ok(Sender { config, http })
+    }
+
+    /// Sends `note` (stored as `payload`) to `receiver` as delivery `id`.
+    pub async fn send(
+        &self,
+        receiver: &Receiver,
+        id: &str,
+        note: &Notification,
+        payload: &str,
+    ) -> Result<Answer, Failure> {
+        let timeout = self.config.notifications.timeout;
+        let sending = async {
+            match &receiver.target {
+                Target::Webhook { url, secrets } => {
+                    webhook::send(&self.http, url, secrets, id, payload).await
+                }
+                Target::Slack { url } => slack::send(&self.http, url.expose(), note).await,
+                Target::Email { .. } => {
+                    let Some(smtp) = &self.config.notifications.smtp else {
+                        return Err(Failure::permanent(None, "no [notifications.smtp] configured"));
+                    };
+                    let to = email::recipients(&self.config, &receiver.target, note);
+                    email::send(smtp, timeout, id, &to, note).await
+                }
+            }
+        };
+        // Each transport bounds itself; this is the bound over all of it (DNS included).
+        tokio::time::timeout(timeout + Duration::from_secs(1), sending)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure::retry(
+                    None,
+                    format!("the receiver did not answer within {} s", timeout.as_secs()),
+                ))
+            })
+    }
+}
+
+/// The `webhook-id` of a delivery.
+pub fn webhook_id(d: &Delivery) -> String {
+    format!("msg_{}", d.id.simple())
+}
+
+/// Rows claimed per round.
+const BATCH: i64 = 32;
+/// Deliveries in flight at once per worker.
+const IN_FLIGHT: usize = 8;
+/// How often a worker looks for rows other replicas wrote (its own commits wake it at once).
+const POLL: Duration = Duration::from_secs(1);
+/// The longest wait between retries.
+const MAX_BACKOFF: Duration = Duration::from_secs(600);
+
+/// When to try again after `attempts` attempts, from `first` doubling, at most [`MAX_BACKOFF`].
+pub fn backoff(first: Duration, attempts: i64) -> Duration {
+    let doublings = u32::try_from(attempts.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
+    first.saturating_mul(2u32.saturating_pow(doublings)).min(MAX_BACKOFF)
+}
+
+/// One replica's delivery worker.
+pub struct Worker {
+    /// The outbox.
+    pub store: Arc<dyn Store>,
+    /// Receivers and retries.
+    pub config: Arc<Config>,
+    /// Wakes the worker after local commits.
+    pub outbox: Arc<Outbox>,
+    /// Where deliveries are counted.
+    pub metrics: Metrics,
+    /// This worker's name on its claims.
+    pub holder: String,
+}
+
+impl Worker {
+    /// Delivers until the process ends.
+    pub async fn run(self) {
+        let sender = match Sender::new(self.config.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build the notification client; nothing is delivered");
+                return;
+            }
+        };
+        loop {
+            let claimed = self.round(&sender).await;
+            if claimed < BATCH {
+                tokio::select! {
+                    () = self.outbox.woken() => {}
+                    () = tokio::time::sleep(POLL) => {}
+                }
+            }
+        }
+    }
+
+    /// Claims and delivers one batch; how many rows it claimed.
+    pub async fn round(&self, sender: &Sender) -> i64 {
+        let now = OffsetDateTime::now_utc();
+        let timeout = self.config.notifications.timeout;
+        // A claim outlives the attempt (and the write of its outcome) by a margin; a worker
+        // that died meanwhile leaves it to run out.
+        let until = now + timeout * 2 + Duration::from_secs(10);
+        let due = match self
+            .store
+            .claim_deliveries(&self.holder, unix_ms(now), unix_ms(until), BATCH)
+            .await
+        {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot claim notifications; trying again shortly");
+                return 0;
+            }
+        };
+        let claimed = i64::try_from(due.len()).unwrap_or(BATCH);
+        futures::stream::iter(due)
+            .for_each_concurrent(IN_FLIGHT, |d| {
+                let span = tracing::info_span!("notification", id = %d.id, receiver = %d.receiver);
+                self.deliver(sender, d).instrument(span)
+            })
+            .await;
+        self.report().await;
+        claimed
+    }
+
+    async fn deliver(&self, sender: &Sender, d: Delivery) {
+        let outcome = match (
+            self.config.notifications.receiver(&d.receiver),
+            serde_json::from_str::<Notification>(&d.payload),
+        ) {
+            (None, _) => Err(Failure::permanent(
+                None,
+                format!("the receiver `{}` is no longer configured", d.receiver),
+            )),
+            (_, Err(e)) => Err(Failure::permanent(None, format!("unreadable payload: {e}"))),
+            (Some(r), Ok(note)) => sender.send(r, &webhook_id(&d), &note, &d.payload).await,
+        };
+        let now = OffsetDateTime::now_utc();
+        let attempt = match outcome {
+            Ok(a) => {
+                self.count(&d.receiver, "sent");
+                Attempt::Sent(a.status)
+            }
+            Err(f) => {
+                let window_ms = i64::try_from(self.config.notifications.retry_for.as_millis())
+                    .unwrap_or(i64::MAX);
+                let next = now + backoff(self.config.notifications.first_retry, d.attempts);
+                let retry = !f.permanent && unix_ms(next) < d.created_at_ms.saturating_add(window_ms);
+                self.count(&d.receiver, if retry { "failed" } else { "dead" });
+                tracing::warn!(error = %f.error, attempts = d.attempts, retry, "notification not delivered");
+                Attempt::Failed {
+                    status: f.status,
+                    error: f.error,
+                    retry_at_ms: retry.then(|| unix_ms(next)),
+                }
+            }
+        };
+        self.finish(&d, &attempt).await;
+    }
+
+    /// Writes the outcome, retrying while the database is away (a lost write means the row is
+    /// sent again under the same `webhook-id` once its claim runs out).
+    async fn finish(&self, d: &Delivery, attempt: &Attempt) {
+        use backon::{ExponentialBuilder, Retryable};
+        let write = || async {
+            let now = unix_ms(OffsetDateTime::now_utc());
+            self.store.finish_delivery(d.id, &self.holder, attempt, now).await
+        };
+        let policy = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_delay(Duration::from_secs(5))
+            .with_max_times(8);
+        match write.retry(policy).await {
+            Ok(true) => {}
+            Ok(false) => tracing::info!("the claim ran out before the outcome was written"),
+            Err(e) => tracing::warn!(error = %e, "cannot record the outcome; the row is delivered again"),
+        }
+    }
+
+    fn count(&self, receiver: &str, outcome: &str) {
+        self.metrics
+            .notifications
+            .with_label_values(&[receiver, outcome])
+            .inc();
+    }
+
+    async fn report(&self) {
+        if let Ok(stats) = self.store.outbox_stats().await {
+            let now = unix_ms(OffsetDateTime::now_utc());
+            self.metrics.notifications_pending.set(stats.pending);
+            self.metrics
+                .notifications_oldest_pending
+                .set(stats.oldest_pending_ms.map_or(0, |t| (now - t).max(0) / 1000));
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The notification outbox (`breakglass_outbox`): one row per notification and receiver.
+//!
+//! Rows caused by a session change are written by [`Store::insert`](super::Store::insert) and
+//! [`Store::compare_and_set`](super::Store::compare_and_set) in the change's own transaction
+//! (the drafts ride on its [`EventDraft`](super::EventDraft)), so a change is never stored
+//! without its notifications or the other way round. The clock's notices (reminders,
+//! escalations, overdue reviews) go in with [`OutboxStore::enqueue`], once per unique event key
+//! and receiver, whichever replica's sweep sees them first.
+//!
+//! Delivery claims a batch for a while (`claimed_until_ms`): on PostgreSQL the claim skips rows
+//! another replica is claiming (`FOR UPDATE SKIP LOCKED`), so each row has one worker at a time;
+//! SQLite serves one replica. A worker that dies leaves its claim to run out, and the row is
+//! delivered by the next worker to come by.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::StoreError;
+
+/// One notification to write, for one receiver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxDraft {
+    /// The delivery's id: the Standard Webhooks `webhook-id`, kept across retries.
+    pub id: Uuid,
+    /// What makes it unique with the receiver (`<session>/<kind>`, or with the session's
+    /// version for what can happen again): the same notice is never written twice.
+    pub event_key: String,
+    /// The receiver's configured name.
+    pub receiver: String,
+    /// The notice kind's name (`requested`, `glass_broken`, ...).
+    pub kind: String,
+    /// The session it is about.
+    pub session_id: Uuid,
+    /// The payload, JSON (`breakglass_shared::notify::Notification`).
+    pub payload: String,
+    /// When it was written (ms since the epoch); due at once.
+    pub created_at_ms: i64,
+}
+
+/// A stored delivery.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Delivery {
+    /// Its id (the `webhook-id`).
+    pub id: Uuid,
+    /// Its unique event key.
+    pub event_key: String,
+    /// The receiver's name.
+    pub receiver: String,
+    /// The notice kind's name.
+    pub kind: String,
+    /// The session.
+    pub session_id: Uuid,
+    /// The payload, JSON.
+    pub payload: String,
+    /// `pending`, `sent` or `dead`.
+    pub state: String,
+    /// Attempts made so far (a claim counts one).
+    pub attempts: i64,
+    /// When it is due next (ms since the epoch).
+    pub next_at_ms: i64,
+    /// The replica that claimed it last.
+    pub claimed_by: Option<String>,
+    /// Until when that claim holds.
+    pub claimed_until_ms: i64,
+    /// When it was written.
+    pub created_at_ms: i64,
+    /// When the receiver took it.
+    pub sent_at_ms: Option<i64>,
+    /// The receiver's last status code (HTTP, or the SMTP reply code).
+    pub last_status: Option<i64>,
+    /// The last failure, as the worker saw it.
+    pub last_error: Option<String>,
+}
+
+/// What became of one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// The receiver took it (with its status, when it gave one).
+    Sent(Option<i64>),
+    /// It failed; due again at `retry_at_ms`, or dead when that is `None`.
+    Failed {
+        /// The receiver's status, if it answered.
+        status: Option<i64>,
+        /// What went wrong.
+        error: String,
+        /// When to try again; `None` past the retry window.
+        retry_at_ms: Option<i64>,
+    },
+}
+
+/// The outbox's numbers for the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutboxStats {
+    /// Rows not delivered yet (and not dead).
+    pub pending: i64,
+    /// When the oldest of them was written (ms since the epoch).
+    pub oldest_pending_ms: Option<i64>,
+}
+
+/// The outbox; every store has one.
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Writes `drafts` in one transaction, leaving out any whose event key and receiver are
+    /// there already; how many were new.
+    async fn enqueue(&self, drafts: &[OutboxDraft]) -> Result<u64, StoreError>;
+    /// Claims up to `limit` due deliveries for `holder` until `until_ms`, counting an attempt
+    /// on each.
+    async fn claim_deliveries(
+        &self,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<Delivery>, StoreError>;
+    /// Records `attempt` on delivery `id` if `holder` still has it claimed; whether it had.
+    async fn finish_delivery(
+        &self,
+        id: Uuid,
+        holder: &str,
+        attempt: &Attempt,
+        now_ms: i64,
+    ) -> Result<bool, StoreError>;
+    /// The latest `limit` deliveries, newest first, optionally only those in `state`.
+    async fn deliveries(
+        &self,
+        state: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Delivery>, StoreError>;
+    /// The pending count and the oldest pending row's age.
+    async fn outbox_stats(&self) -> Result<OutboxStats, StoreError>;
+}
+
+/// [`OutboxStore`] for a backend, and `insert_outbox`, which the session writes call in their
+/// transaction. `$claim_lock` is what the claim's inner select ends with.
+macro_rules! outbox_sql {
+    ($store:ident, $db:ty, $claim_lock:expr) => {
+        async fn insert_outbox(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            drafts: &[crate::store::outbox::OutboxDraft],
+        ) -> Result<u64, crate::store::StoreError> {
+            let mut new = 0;
+            for d in drafts {
+                let done = sqlx::query(
+                    "INSERT INTO breakglass_outbox \
+                     (id, event_key, receiver, kind, session_id, payload, next_at_ms, created_at_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
+                     ON CONFLICT (event_key, receiver) DO NOTHING",
+                )
+                .bind(d.id)
+                .bind(d.event_key.as_str())
+                .bind(d.receiver.as_str())
+                .bind(d.kind.as_str())
+                .bind(d.session_id)
+                .bind(d.payload.as_str())
+                .bind(d.created_at_ms)
+                .execute(&mut *conn)
+                .await?;
+                new += done.rows_affected();
+            }
+            Ok(new)
+        }
+
+        #[async_trait::async_trait]
+        impl crate::store::outbox::OutboxStore for $store {
+            async fn enqueue(
+                &self,
+                drafts: &[crate::store::outbox::OutboxDraft],
+            ) -> Result<u64, crate::store::StoreError> {
+                if drafts.is_empty() {
+                    return Ok(0);
+                }
+                let mut tx = self.pool.begin().await?;
+                let new = insert_outbox(&mut tx, drafts).await?;
+                tx.commit().await?;
+                Ok(new)
+            }
+
+            async fn claim_deliveries(
+                &self,
+                holder: &str,
+                now_ms: i64,
+                until_ms: i64,
+                limit: i64,
+            ) -> Result<Vec<crate::store::outbox::Delivery>, crate::store::StoreError> {
+                let sql = format!(
+                    "UPDATE breakglass_outbox SET claimed_by = $1, claimed_until_ms = $2, \
+                     attempts = attempts + 1 \
+                     WHERE id IN (SELECT id FROM breakglass_outbox \
+                     WHERE state = 'pending' AND next_at_ms <= $3 AND claimed_until_ms <= $3 \
+                     ORDER BY next_at_ms LIMIT $4{}) \
+                     RETURNING *",
+                    $claim_lock
+                );
+                Ok(sqlx::query_as(&sql)
+                    .bind(holder)
+                    .bind(until_ms)
+                    .bind(now_ms)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+
+            async fn finish_delivery(
+                &self,
+                id: uuid::Uuid,
+                holder: &str,
+                attempt: &crate::store::outbox::Attempt,
+                now_ms: i64,
+            ) -> Result<bool, crate::store::StoreError> {
+                use crate::store::outbox::Attempt;
+                let q = match attempt {
+                    Attempt::Sent(status) => sqlx::query(
+                        "UPDATE breakglass_outbox SET state = 'sent', sent_at_ms = $1, \
+                         last_status = $2, last_error = NULL, claimed_until_ms = 0 \
+                         WHERE id = $3 AND claimed_by = $4 AND state = 'pending'",
+                    )
+                    .bind(now_ms)
+                    .bind(*status),
+                    Attempt::Failed { status, error, retry_at_ms } => sqlx::query(
+                        "UPDATE breakglass_outbox SET state = $1, next_at_ms = $2, \
+                         last_status = $3, last_error = $4, claimed_until_ms = 0 \
+                         WHERE id = $5 AND claimed_by = $6 AND state = 'pending'",
+                    )
+                    .bind(if retry_at_ms.is_some() { "pending" } else { "dead" })
+                    .bind(retry_at_ms.unwrap_or(now_ms))
+                    .bind(*status)
+                    .bind(error.as_str()),
+                };
+                let done = q.bind(id).bind(holder).execute(&self.pool).await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn deliveries(
+                &self,
+                state: Option<&str>,
+                limit: i64,
+            ) -> Result<Vec<crate::store::outbox::Delivery>, crate::store::StoreError> {
+                Ok(sqlx::query_as(
+                    "SELECT * FROM breakglass_outbox WHERE ($1 IS NULL OR state = $1) \
+                     ORDER BY created_at_ms DESC, id DESC LIMIT $2",
+                )
+                .bind(state)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn outbox_stats(
+                &self,
+            ) -> Result<crate::store::outbox::OutboxStats, crate::store::StoreError> {
+                let row = sqlx::query(
+                    "SELECT COUNT(*) AS pending, MIN(created_at_ms) AS oldest \
+                     FROM breakglass_outbox WHERE state = 'pending'",
+                )
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(crate::store::outbox::OutboxStats {
+                    pending: sqlx::Row::try_get(&row, "pending")?,
+                    oldest_pending_ms: sqlx::Row::try_get(&row, "oldest")?,
+                })
+            }
+        }
+    };
+}
+
+pub(crate) use outbox_sql;
