@@ -108,7 +108,7 @@ lock() {
 # ---------------------------------------------------------------- Python tools
 
 # venv_install VENV SPEC CHECK...: a virtualenv VENV (made with $PYTHON, default python3)
-# with the pip requirement SPEC (pinned, e.g. `asciinema==2.4.0`), unless the command CHECK
+# with the pip requirements SPEC (pinned, space-separated, e.g. `asciinema==2.4.0`), unless the command CHECK
 # already succeeds. One installer at a time (tests run in parallel); CHECK after the install
 # makes a re-run after an interrupted install finish the job.
 venv_install() {
@@ -120,7 +120,9 @@ venv_install() {
     "$@" && return 0
     note "installing $spec into $venv ..."
     "$py" -m venv "$venv" >&2 || die "cannot create a venv with $py (is python3-venv installed?)"
-    "$venv/bin/pip" install -q --disable-pip-version-check "$spec" >&2 \
+    local specs
+    read -ra specs <<<"$spec"
+    "$venv/bin/pip" install -q --disable-pip-version-check "${specs[@]}" >&2 \
         || die "pip install $spec failed (needs PyPI)"
     "$@" || die "$spec installed but does not run from $venv"
     note "installed $spec into $venv"

@@ -86,7 +86,12 @@ impl Outbox {
             NoticeKind::Escalation => route.escalate_to.iter().collect(),
             NoticeKind::GlassBroken => {
                 let mut all: Vec<&String> = route.receivers.iter().collect();
-                all.extend(route.escalate_to.iter().filter(|n| !route.receivers.contains(n)));
+                all.extend(
+                    route
+                        .escalate_to
+                        .iter()
+                        .filter(|n| !route.receivers.contains(n)),
+                );
                 all
             }
             _ => route.receivers.iter().collect(),
@@ -159,8 +164,7 @@ impl Outbox {
             let Some(env) = self.config.environment(&s.environment) else {
                 continue;
             };
-            if s
-                .finished_at
+            if s.finished_at
                 .is_some_and(|end| now - end >= env.notify.review_within)
             {
                 out.extend(self.drafts_of(NoticeKind::ReviewOverdue, s, "system", now));

@@ -238,7 +238,11 @@ impl Context {
                 metrics: ctx.metrics.clone(),
                 holder: format!("notify-{}", uuid::Uuid::now_v7()),
             };
-            tokio::spawn(worker.run().instrument(tracing::info_span!("notifications")));
+            tokio::spawn(
+                worker
+                    .run()
+                    .instrument(tracing::info_span!("notifications")),
+            );
         }
         Ok(ctx)
     }

@@ -217,7 +217,7 @@ async fn pass(
 
 /// Writes what the clock owes people: reminders and escalations of waiting requests, overdue
 /// reviews. Each is written once (the outbox's unique key), whichever leader sees it first.
-async fn clock_notices(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<u64, Error> {
+pub async fn clock_notices(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<u64, Error> {
     if !ctx.outbox.has_receivers() {
         return Ok(0);
     }
@@ -231,7 +231,12 @@ async fn clock_notices(ctx: &Arc<Context>, now: OffsetDateTime) -> Result<u64, E
     };
     let pending = all_of(ctx, pending).await?;
     let review_due = all_of(ctx, review_due).await?;
-    let drafts = ctx.outbox.clock_drafts(&pending, &review_due, now);
+    let mut drafts = ctx.outbox.clock_drafts(&pending, &review_due, now);
+    // Written (and due) now; each payload keeps the moment the clock passed.
+    let written = crate::outbox::unix_ms(OffsetDateTime::now_utc());
+    for d in &mut drafts {
+        d.created_at_ms = written;
+    }
     let new = ctx.store.enqueue(&drafts).await?;
     if new > 0 {
         ctx.outbox.wake();

@@ -99,6 +99,9 @@ async fn lifecycle(dir: &std::path::Path, refuse: bool) -> (Arc<Lifecycle>, Arc<
             terminals: Arc::new(Connections::default()),
             park_without_cluster: false,
             approval_expiry: config.approval_expiry,
+            outbox: Arc::new(breakglass_server::outbox::Outbox::new(Arc::new(
+                config.clone(),
+            ))),
         },
         rx,
     );

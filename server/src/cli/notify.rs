@@ -40,14 +40,26 @@ pub fn main(cmd: NotifyCommand) -> ExitCode {
         }
     };
     let Some(r) = config.notifications.receiver(&receiver).cloned() else {
-        let names: Vec<_> = config.notifications.receivers.iter().map(|r| r.name.as_str()).collect();
+        let names: Vec<_> = config
+            .notifications
+            .receivers
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
         eprintln!(
             "error: no receiver `{receiver}`; the configured ones are: {}",
-            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
         );
         return ExitCode::from(2);
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -67,13 +79,20 @@ pub fn main(cmd: NotifyCommand) -> ExitCode {
                 "{} `{}` took the test message {id}: {} {}",
                 r.kind(),
                 r.name,
-                answer.status.map_or_else(|| "-".to_string(), |s| s.to_string()),
+                answer
+                    .status
+                    .map_or_else(|| "-".to_string(), |s| s.to_string()),
                 answer.body.trim()
             );
             ExitCode::SUCCESS
         }
         Ok(Err(f)) => {
-            eprintln!("error: {} `{}` did not take the test message: {}", r.kind(), r.name, f.error);
+            eprintln!(
+                "error: {} `{}` did not take the test message: {}",
+                r.kind(),
+                r.name,
+                f.error
+            );
             ExitCode::FAILURE
         }
         Err(e) => {
@@ -96,7 +115,8 @@ fn sample(config: &Arc<Config>) -> Notification {
             pod: "no-such-pod".into(),
             target_container: None,
             mode: Mode::Live,
-            reason: "A test message from `breakglass-server notify test`; nobody asked for access.".into(),
+            reason: "A test message from `breakglass-server notify test`; nobody asked for access."
+                .into(),
             ticket: None,
             duration_minutes: 15,
             recycle: false,
@@ -107,5 +127,11 @@ fn sample(config: &Arc<Config>) -> Notification {
         now,
     );
     let base = Outbox::new(config.clone()).base().to_string();
-    Notification::new(NoticeKind::Requested, &session, "notification-test", now, &base)
+    Notification::new(
+        NoticeKind::Requested,
+        &session,
+        "notification-test",
+        now,
+        &base,
+    )
 }

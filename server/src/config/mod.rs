@@ -32,7 +32,7 @@ pub use environments::{
     Holders, DEFAULT_DEBUG_IMAGE, PROTECTED_NAMESPACES,
 };
 pub use notifications::{
-    NotificationsFile, Notifications, Receiver, Route, Secret, Smtp, SmtpTls, Target,
+    Notifications, NotificationsFile, Receiver, Route, Secret, Smtp, SmtpTls, Target,
 };
 pub use proxies::TrustedProxiesMinPrefix;
 pub use recording::{RecordingFileConfig, TransparencyLogFileConfig};
@@ -366,8 +366,14 @@ impl Config {
         let notifications = notifications.resolve()?;
         notifications.check_routes(envs.environments.iter().enumerate().flat_map(|(i, e)| {
             [
-                (format!("environments[{i}].notify"), e.notify.receivers.as_slice()),
-                (format!("environments[{i}].escalate_to"), e.notify.escalate_to.as_slice()),
+                (
+                    format!("environments[{i}].notify"),
+                    e.notify.receivers.as_slice(),
+                ),
+                (
+                    format!("environments[{i}].escalate_to"),
+                    e.notify.escalate_to.as_slice(),
+                ),
             ]
         }))?;
         let oidc = auth_section

@@ -465,8 +465,18 @@ impl NotificationsFile {
             addresses.insert(who, list);
         }
         Ok(Notifications {
-            retry_for: minutes("retry_for_minutes", self.retry_for_minutes, defaults.retry_for, 10_080)?,
-            timeout: seconds("timeout_seconds", self.timeout_seconds, defaults.timeout, 120)?,
+            retry_for: minutes(
+                "retry_for_minutes",
+                self.retry_for_minutes,
+                defaults.retry_for,
+                10_080,
+            )?,
+            timeout: seconds(
+                "timeout_seconds",
+                self.timeout_seconds,
+                defaults.timeout,
+                120,
+            )?,
             first_retry: seconds(
                 "first_retry_seconds",
                 self.first_retry_seconds,
@@ -586,12 +596,15 @@ fn http_url(key: &str, text: &str) -> Result<url::Url, ConfigError> {
 }
 
 fn address(key: &str, a: &str) -> Result<(), ConfigError> {
-    a.parse::<lettre::Address>().map(|_| ()).map_err(|e| {
-        ConfigError::new(key, format!("`{a}` is not a mail address ({e})"))
-    })
+    a.parse::<lettre::Address>()
+        .map(|_| ())
+        .map_err(|e| ConfigError::new(key, format!("`{a}` is not a mail address ({e})")))
 }
 
-fn events(key: &str, names: Option<Vec<String>>) -> Result<Option<BTreeSet<NoticeKind>>, ConfigError> {
+fn events(
+    key: &str,
+    names: Option<Vec<String>>,
+) -> Result<Option<BTreeSet<NoticeKind>>, ConfigError> {
     names
         .map(|names| {
             names
@@ -635,8 +648,14 @@ mod tests {
         assert!(matches!(&r.target, Target::Webhook { secrets, .. } if secrets.len() == 2));
         assert!(r.takes(NoticeKind::Requested));
         assert!(!r.takes(NoticeKind::Ended));
-        assert!(r.takes(NoticeKind::GlassBroken), "a broken glass reaches everyone");
-        assert!(!format!("{n:?}").contains("MfKQ"), "secrets stay out of Debug");
+        assert!(
+            r.takes(NoticeKind::GlassBroken),
+            "a broken glass reaches everyone"
+        );
+        assert!(
+            !format!("{n:?}").contains("MfKQ"),
+            "secrets stay out of Debug"
+        );
     }
 
     #[test]

@@ -77,8 +77,7 @@ fn the_dev_login_is_refused_beside_a_real_sign_in_unless_overridden() {
     };
     assert_eq!(Config::resolve(&args, file).unwrap_err().key, "dev_login");
     // Plain http, no provider: the demo's case.
-    let c =
-        parse("public_url = \"http://127.0.0.1:8080\"\n[dev_login]\nenabled = true").unwrap();
+    let c = parse("public_url = \"http://127.0.0.1:8080\"\n[dev_login]\nenabled = true").unwrap();
     assert!(c.dev_login && !c.dev_login_beside_real_sign_in);
     assert!(!parse(&oidc).unwrap().dev_login);
 }

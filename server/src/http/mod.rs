@@ -35,9 +35,9 @@ pub mod headers;
 pub mod host;
 pub mod limits;
 pub mod locks;
+pub mod notifications;
 pub mod recordings;
 pub mod sessions;
-pub mod notifications;
 pub mod sign_in;
 pub mod sockets;
 pub mod step_up;
@@ -146,10 +146,7 @@ pub fn app(state: AppState) -> Router {
             axum::routing::delete(step_up::remove_key),
         )
         .route("/step-up/options", post(step_up::options))
-        .route(
-            "/notifications/deliveries",
-            get(notifications::deliveries),
-        )
+        .route("/notifications/deliveries", get(notifications::deliveries))
         .route("/notifications/schema.json", get(notifications::schema))
         .route("/openapi.json", get(openapi))
         // After the routes: it applies to those registered before it. Axum keeps `Allow`.

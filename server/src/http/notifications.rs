@@ -60,7 +60,11 @@ pub async fn deliveries(
         ));
     }
     if let Some(s) = q.state.as_deref().filter(|s| !DELIVERY_STATES.contains(s)) {
-        return Err(FieldError::new("state", format!("`{s}` is no state; use pending, sent or dead")).into());
+        return Err(FieldError::new(
+            "state",
+            format!("`{s}` is no state; use pending, sent or dead"),
+        )
+        .into());
     }
     let limit = q.limit.unwrap_or(100);
     if !(1..=MAX_LIMIT).contains(&limit) {

@@ -62,6 +62,9 @@ async fn lifecycle(dir: &std::path::Path) -> (Arc<Lifecycle>, Arc<dyn Store>) {
             terminals: Arc::new(NoTerminals),
             park_without_cluster: true,
             approval_expiry: EXPIRY,
+            outbox: Arc::new(crate::outbox::Outbox::new(Arc::new(
+                crate::config::Config::resolve(&Default::default(), Default::default()).unwrap(),
+            ))),
         },
         events,
     );

@@ -61,7 +61,10 @@ pub fn render(note: &Notification) -> (String, String, String) {
         .notice_kind()
         .map_or_else(|| note.kind.clone(), |k| k.headline(s));
     let mut lines = vec![
-        ("Environment", format!("{} ({})", s.environment, s.tier.as_str())),
+        (
+            "Environment",
+            format!("{} ({})", s.environment, s.tier.as_str()),
+        ),
         ("Pod", format!("{}/{}", s.namespace, s.pod)),
         ("Requester", s.requester.clone()),
         ("Reason", s.reason.clone()),
@@ -116,7 +119,8 @@ pub async fn send(
         ));
     }
     let (subject, text, html) = render(note);
-    let bad = |e: &dyn std::fmt::Display| Failure::permanent(None, format!("cannot build the mail: {e}"));
+    let bad =
+        |e: &dyn std::fmt::Display| Failure::permanent(None, format!("cannot build the mail: {e}"));
     let from: Mailbox = smtp.from.parse().map_err(|e| bad(&e))?;
     let mut b = Message::builder()
         .from(from)
@@ -131,12 +135,17 @@ pub async fn send(
     let builder = match smtp.tls {
         SmtpTls::Tls => AsyncSmtpTransport::<Tokio1Executor>::relay(&smtp.host),
         SmtpTls::StartTls => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&smtp.host),
-        SmtpTls::None => Ok(AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host)),
+        SmtpTls::None => Ok(AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(
+            &smtp.host,
+        )),
     }
     .map_err(|e| Failure::permanent(None, format!("the mail server's settings: {e}")))?;
     let mut builder = builder.port(smtp.port).timeout(Some(timeout));
     if let Some((user, password)) = &smtp.credentials {
-        builder = builder.credentials(Credentials::new(user.clone(), password.expose().to_string()));
+        builder = builder.credentials(Credentials::new(
+            user.clone(),
+            password.expose().to_string(),
+        ));
     }
     let transport = builder.build();
     match tokio::time::timeout(timeout, transport.send(mail)).await {
@@ -150,7 +159,10 @@ pub async fn send(
         )),
         Err(_) => Err(Failure::retry(
             None,
-            format!("the mail server did not answer within {} s", timeout.as_secs()),
+            format!(
+                "the mail server did not answer within {} s",
+                timeout.as_secs()
+            ),
         )),
     }
 }

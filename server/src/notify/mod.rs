@@ -69,10 +69,13 @@ const ANSWER_KEPT: usize = 300;
 /// Sends an HTTP request and reads its answer: a 2xx is taken, anything else fails with the
 /// status and the start of the body.
 pub(crate) async fn http_answer(req: reqwest::RequestBuilder) -> Result<Answer, Failure> {
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| Failure::retry(None, format!("cannot reach the receiver: {e}")))?;
+    let resp = req.send().await.map_err(|e| {
+        if e.is_timeout() {
+            Failure::retry(None, "the receiver did not answer in time (timed out)")
+        } else {
+            Failure::retry(None, format!("cannot reach the receiver: {e}"))
+        }
+    })?;
     let status = i64::from(resp.status().as_u16());
     let ok = resp.status().is_success();
     let body: String = resp
@@ -132,7 +135,10 @@ impl Sender {
                 Target::Slack { url } => slack::send(&self.http, url.expose(), note).await,
                 Target::Email { .. } => {
                     let Some(smtp) = &self.config.notifications.smtp else {
-                        return Err(Failure::permanent(None, "no [notifications.smtp] configured"));
+                        return Err(Failure::permanent(
+                            None,
+                            "no [notifications.smtp] configured",
+                        ));
                     };
                     let to = email::recipients(&self.config, &receiver.target, note);
                     email::send(smtp, timeout, id, &to, note).await
@@ -168,7 +174,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(600);
 /// When to try again after `attempts` attempts, from `first` doubling, at most [`MAX_BACKOFF`].
 pub fn backoff(first: Duration, attempts: i64) -> Duration {
     let doublings = u32::try_from(attempts.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
-    first.saturating_mul(2u32.saturating_pow(doublings)).min(MAX_BACKOFF)
+    first
+        .saturating_mul(2u32.saturating_pow(doublings))
+        .min(MAX_BACKOFF)
 }
 
 /// One replica's delivery worker.
@@ -257,7 +265,8 @@ impl Worker {
                 let window_ms = i64::try_from(self.config.notifications.retry_for.as_millis())
                     .unwrap_or(i64::MAX);
                 let next = now + backoff(self.config.notifications.first_retry, d.attempts);
-                let retry = !f.permanent && unix_ms(next) < d.created_at_ms.saturating_add(window_ms);
+                let retry =
+                    !f.permanent && unix_ms(next) < d.created_at_ms.saturating_add(window_ms);
                 self.count(&d.receiver, if retry { "failed" } else { "dead" });
                 tracing::warn!(error = %f.error, attempts = d.attempts, retry, "notification not delivered");
                 Attempt::Failed {
@@ -276,7 +285,9 @@ impl Worker {
         use backon::{ExponentialBuilder, Retryable};
         let write = || async {
             let now = unix_ms(OffsetDateTime::now_utc());
-            self.store.finish_delivery(d.id, &self.holder, attempt, now).await
+            self.store
+                .finish_delivery(d.id, &self.holder, attempt, now)
+                .await
         };
         let policy = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(200))
@@ -285,7 +296,9 @@ impl Worker {
         match write.retry(policy).await {
             Ok(true) => {}
             Ok(false) => tracing::info!("the claim ran out before the outcome was written"),
-            Err(e) => tracing::warn!(error = %e, "cannot record the outcome; the row is delivered again"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot record the outcome; the row is delivered again")
+            }
         }
     }
 
@@ -300,9 +313,11 @@ impl Worker {
         if let Ok(stats) = self.store.outbox_stats().await {
             let now = unix_ms(OffsetDateTime::now_utc());
             self.metrics.notifications_pending.set(stats.pending);
-            self.metrics
-                .notifications_oldest_pending
-                .set(stats.oldest_pending_ms.map_or(0, |t| (now - t).max(0) / 1000));
+            self.metrics.notifications_oldest_pending.set(
+                stats
+                    .oldest_pending_ms
+                    .map_or(0, |t| (now - t).max(0) / 1000),
+            );
         }
     }
 }

@@ -69,7 +69,11 @@ fn truncate(text: &str, max: usize) -> String {
 }
 
 /// POSTs the message of `note` to the incoming webhook `url`.
-pub async fn send(http: &reqwest::Client, url: &str, note: &Notification) -> Result<Answer, Failure> {
+pub async fn send(
+    http: &reqwest::Client,
+    url: &str,
+    note: &Notification,
+) -> Result<Answer, Failure> {
     let req = http.post(url).json(&message(note));
     super::http_answer(req).await
 }

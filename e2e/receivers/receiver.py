@@ -1,0 +1,166 @@
+"""Real receivers for the notification tests, in one process.
+
+- POST /webhook: verified with the `standardwebhooks` package (an implementation independent
+  of the server's); a bad signature or a changed body is answered 400 and logged as
+  `rejected`; a `webhook-id` seen before is logged as `replay`.
+- POST /slack: the Block Kit message checked for the shape Slack accepts (header, sections,
+  actions whose buttons are links); problems are logged.
+- SMTP (aiosmtpd): every mail, parsed, with its plain-text and HTML parts.
+- GET /log: everything logged, as JSON. POST /mode/{up,down,hang}: answer normally, 503, or
+  not at all for a minute.
+
+Prints one JSON line {"http": PORT, "smtp": PORT} once listening, then serves until killed.
+"""
+
+import argparse
+import email
+import email.policy
+import json
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from aiosmtpd.controller import Controller
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+LOCK = threading.Lock()
+LOG = []
+SEEN = set()
+MODE = {"mode": "up"}
+
+
+def record(entry):
+    with LOCK:
+        LOG.append(entry)
+
+
+def slack_problems(msg):
+    problems = []
+    if not isinstance(msg.get("text"), str) or not msg["text"]:
+        problems.append("no fallback text")
+    blocks = msg.get("blocks")
+    if not isinstance(blocks, list) or not blocks:
+        return problems + ["no blocks"]
+    for i, b in enumerate(blocks):
+        t = b.get("type")
+        if t == "header":
+            txt = b.get("text", {})
+            if txt.get("type") != "plain_text" or not (0 < len(txt.get("text", "")) <= 150):
+                problems.append(f"block {i}: a header needs plain_text of 1..150 characters")
+        elif t == "section":
+            if "text" not in b and "fields" not in b:
+                problems.append(f"block {i}: a section needs text or fields")
+            for f in b.get("fields", []):
+                if f.get("type") not in ("mrkdwn", "plain_text") or len(f.get("text", "")) > 2000:
+                    problems.append(f"block {i}: a bad field")
+            if len(b.get("fields", [])) > 10:
+                problems.append(f"block {i}: more than 10 fields")
+        elif t == "actions":
+            for e in b.get("elements", []):
+                if e.get("type") != "button" or not str(e.get("url", "")).startswith("http"):
+                    problems.append(f"block {i}: every action is a link button")
+                if e.get("text", {}).get("type") != "plain_text":
+                    problems.append(f"block {i}: a button's text is plain_text")
+        else:
+            problems.append(f"block {i}: unexpected type {t!r}")
+    return problems
+
+
+def handler_for(secret):
+    hook = Webhook(secret)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def answer(self, code, body=b"ok", ctype="text/plain"):
+            self.send_response(code)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/log":
+                with LOCK:
+                    body = json.dumps(LOG).encode()
+                return self.answer(200, body, "application/json")
+            self.answer(404)
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            if self.path.startswith("/mode/"):
+                MODE["mode"] = self.path.rsplit("/", 1)[1]
+                return self.answer(200)
+            mode = MODE["mode"]
+            if mode == "hang":
+                record({"kind": "hung", "path": self.path})
+                time.sleep(60)
+                return
+            if mode == "down":
+                record({"kind": "refused", "path": self.path})
+                return self.answer(503, b"down for maintenance")
+            if self.path == "/webhook":
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                try:
+                    payload = hook.verify(body, headers)
+                except WebhookVerificationError as e:
+                    record({"kind": "rejected", "error": str(e), "id": headers.get("webhook-id")})
+                    return self.answer(400, b"bad signature")
+                wid = headers["webhook-id"]
+                with LOCK:
+                    replay = wid in SEEN
+                    SEEN.add(wid)
+                record({"kind": "replay" if replay else "webhook", "id": wid, "payload": payload})
+                return self.answer(200)
+            if self.path == "/slack":
+                msg = json.loads(body)
+                record({"kind": "slack", "problems": slack_problems(msg), "message": msg})
+                return self.answer(200)
+            self.answer(404)
+
+    return Handler
+
+
+class Mailbox:
+    async def handle_DATA(self, server, session, envelope):
+        msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        parts = {}
+        for part in msg.walk():
+            if part.get_content_maintype() == "text":
+                parts[part.get_content_subtype()] = part.get_content()
+        record({
+            "kind": "mail",
+            "from": envelope.mail_from,
+            "to": sorted(envelope.rcpt_tos),
+            "subject": str(msg["subject"]),
+            "message_id": str(msg["message-id"]),
+            "text": parts.get("plain", ""),
+            "html": parts.get("html", ""),
+        })
+        return "250 Message accepted for delivery"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--secret", required=True)
+    args = p.parse_args()
+    http = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(args.secret))
+    http.daemon_threads = True
+    # aiosmtpd checks its server by connecting to the port it was given: give it a free one.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        smtp_port = s.getsockname()[1]
+    smtp = Controller(Mailbox(), hostname="127.0.0.1", port=smtp_port)
+    smtp.start()
+    print(json.dumps({"http": http.server_address[1], "smtp": smtp_port}), flush=True)
+    try:
+        http.serve_forever()
+    finally:
+        smtp.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,528 @@
+//! Notifications against real receivers (`e2e/receivers/receiver.py`, started through
+//! `scripts/notify-receivers.sh`): a Standard Webhooks endpoint checked by the independent
+//! `standardwebhooks` package, a Slack-shaped endpoint that checks the Block Kit JSON, and an
+//! SMTP server (`aiosmtpd`) whose mail is read back. On both engines: every event reaches the
+//! receivers its route names, once per `webhook-id`, signed; a receiver that is down for a
+//! while gets everything when it is back; a hanging receiver never holds a request; the clock's
+//! reminders and escalations are written once; a replica that died holding deliveries leaves
+//! them to another.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::http::{Method, StatusCode};
+use breakglass_server::config::{demo_environments, FileConfig};
+use common::TestServer;
+use serde_json::Value;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// The receivers' process, killed on drop.
+struct Receivers {
+    child: Child,
+    http: u16,
+    smtp: u16,
+    client: reqwest::Client,
+}
+
+impl Receivers {
+    fn start() -> Receivers {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/notify-receivers.sh"
+        );
+        let mut child = Command::new("bash")
+            .args([script, "run", "--secret", SECRET])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ports: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the receivers did not start ({e}): {line:?}"));
+        Receivers {
+            child,
+            http: u16::try_from(ports["http"].as_u64().unwrap()).unwrap(),
+            smtp: u16::try_from(ports["smtp"].as_u64().unwrap()).unwrap(),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    async fn log(&self) -> Vec<Value> {
+        let url = format!("http://127.0.0.1:{}/log", self.http);
+        self.client
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn mode(&self, mode: &str) {
+        let url = format!("http://127.0.0.1:{}/mode/{mode}", self.http);
+        self.client.post(url).send().await.unwrap();
+    }
+
+    /// The log once `done` holds of it (checked every 50 ms, for at most 60 s).
+    async fn until(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let log = self.log().await;
+            if done(&log) {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited a minute for {what}; the receivers saw {log:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The configuration: the three receivers, `prod` routed to them (escalating to the
+    /// webhook only), `dev` to the webhook alone.
+    fn file(&self) -> FileConfig {
+        let text = format!(
+            r#"
+            timeout_seconds = 2
+            first_retry_seconds = 1
+            [[webhooks]]
+            name = "siem"
+            url = "http://127.0.0.1:{http}/webhook"
+            secret = "{SECRET}"
+            [[webhooks]]
+            name = "pager"
+            url = "http://127.0.0.1:{http}/webhook"
+            secret = "{SECRET}"
+            events = ["escalation"]
+            [[slack]]
+            name = "chat"
+            url = "http://127.0.0.1:{http}/slack"
+            events = ["requested", "approved", "reminder", "glass_broken"]
+            [[email]]
+            name = "mail"
+            approvers = true
+            requester = true
+            events = ["requested", "approved", "denied"]
+            [smtp]
+            host = "127.0.0.1"
+            port = {smtp}
+            tls = "none"
+            from = "breakglass@example.com"
+            [addresses]
+            alice = "alice@example.com"
+            "group:sre" = ["sre-oncall@example.com"]
+            "#,
+            http = self.http,
+            smtp = self.smtp,
+        );
+        FileConfig {
+            notifications: toml::from_str(&text).unwrap(),
+            environments: demo_environments()
+                .into_iter()
+                .map(|mut e| {
+                    if e.name == "prod" {
+                        e.notify = vec!["siem".into(), "chat".into(), "mail".into()];
+                        e.escalate_to = vec!["pager".into()];
+                        e.remind_after_minutes = Some(10);
+                        e.escalate_after_minutes = Some(30);
+                    } else {
+                        e.notify = vec!["siem".into()];
+                    }
+                    e
+                })
+                .collect(),
+            ..common::dev_users(&[("alice", "engineers"), ("bob", "sre"), ("carol", "admins")])
+        }
+    }
+}
+
+impl Drop for Receivers {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn of_kind<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    log.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// The webhook deliveries about session `id` of event `type`.
+fn hooks<'a>(log: &'a [Value], id: &str, ty: &str) -> Vec<&'a Value> {
+    of_kind(log, "webhook")
+        .into_iter()
+        .filter(|e| e["payload"]["session"]["id"] == id && e["payload"]["type"] == ty)
+        .collect()
+}
+
+/// Nothing was refused by the verifier, sent twice, or shaped wrong for Slack.
+fn clean(log: &[Value]) {
+    assert!(
+        of_kind(log, "rejected").is_empty(),
+        "the verifier refused: {log:#?}"
+    );
+    assert!(
+        of_kind(log, "replay").is_empty(),
+        "a webhook-id came twice: {log:#?}"
+    );
+    for s in of_kind(log, "slack") {
+        assert_eq!(s["problems"], serde_json::json!([]), "{s:#}");
+    }
+}
+
+async fn request(s: &TestServer, env: &str) -> String {
+    let alice = s.login("alice").await;
+    s.create(&alice, env).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn every_event_reaches_its_receivers_signed_once_and_in_their_shape() {
+    let rx = Receivers::start();
+    for s in common::servers_with(|| rx.file()).await {
+        let b = s.backend;
+        let id = request(&s, "prod").await;
+        let bob = s.login("bob").await;
+        let r = s.act(&bob, &id, "approve", None).await;
+        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+
+        let log = rx
+            .until("requested and approved everywhere", |log| {
+                hooks(log, &id, "session.approved").len() == 1
+                    && of_kind(log, "mail")
+                        .iter()
+                        .filter(|m| m["text"].as_str().unwrap().contains(&id))
+                        .count()
+                        == 2
+                    && of_kind(log, "slack")
+                        .iter()
+                        .filter(|m| m.to_string().contains(&id))
+                        .count()
+                        == 2
+            })
+            .await;
+        clean(&log);
+        let asked = hooks(&log, &id, "session.requested");
+        assert_eq!(asked.len(), 1, "{b}");
+        let p = &asked[0]["payload"];
+        assert_eq!(p["version"], 1, "{b}");
+        assert_eq!(p["actor"], "alice", "{b}");
+        assert_eq!(p["session"]["state"], "PendingApproval", "{b}");
+        assert!(
+            p["links"]["session"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("/sessions/{id}")),
+            "{b}: {p}"
+        );
+        assert_eq!(
+            hooks(&log, &id, "session.approved")[0]["payload"]["actor"],
+            "bob"
+        );
+
+        // Mail: the request to the approvers (the sre group's address), the decision to the
+        // requester; each with the link, in both parts.
+        let mails: Vec<_> = of_kind(&log, "mail")
+            .into_iter()
+            .filter(|m| m["text"].as_str().unwrap().contains(&id))
+            .collect();
+        let to_approvers = mails
+            .iter()
+            .find(|m| m["subject"].as_str().unwrap().contains("asks to debug"))
+            .unwrap();
+        assert_eq!(
+            to_approvers["to"],
+            serde_json::json!(["sre-oncall@example.com"]),
+            "{b}"
+        );
+        assert!(
+            to_approvers["html"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("/sessions/{id}")),
+            "{b}"
+        );
+        let to_requester = mails
+            .iter()
+            .find(|m| m["subject"].as_str().unwrap().starts_with("Approved"))
+            .unwrap();
+        assert_eq!(
+            to_requester["to"],
+            serde_json::json!(["alice@example.com"]),
+            "{b}"
+        );
+
+        // Slack: a header, the reason, the facts, and a link button to the session's page.
+        let chat = of_kind(&log, "slack")
+            .into_iter()
+            .find(|m| {
+                m.to_string().contains(&id)
+                    && m["message"]["text"].as_str().unwrap().contains("asks")
+            })
+            .unwrap();
+        let blocks = chat["message"]["blocks"].as_array().unwrap();
+        let buttons = &blocks.iter().find(|b| b["type"] == "actions").unwrap()["elements"];
+        assert!(
+            buttons[0]["url"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("/sessions/{id}")),
+            "{b}"
+        );
+        assert!(
+            chat.to_string().contains("orders stuck"),
+            "{b}: the reason is shown"
+        );
+
+        // A Ground request tells nobody it waits (it does not); the admins' log lists them.
+        let carol = s.login("carol").await;
+        let r = s
+            .send(
+                &carol,
+                Method::GET,
+                "/api/breakglass/notifications/deliveries",
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+        let rows = r.body.as_array().unwrap();
+        assert!(rows.iter().all(|d| d["state"] == "sent"), "{b}: {rows:#?}");
+        assert!(
+            rows.iter()
+                .any(|d| d["receiver"] == "mail" && d["kind"] == "approved"),
+            "{b}"
+        );
+        let alice = s.login("alice").await;
+        let r = s
+            .send(
+                &alice,
+                Method::GET,
+                "/api/breakglass/notifications/deliveries",
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{b}");
+        let r = s
+            .send(
+                &carol,
+                Method::GET,
+                "/api/breakglass/notifications/deliveries?state=lost",
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{b}");
+        assert!(
+            r.body["message"].as_str().unwrap().contains("state"),
+            "{b}: {:?}",
+            r.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_down_for_a_while_gets_everything_once_and_a_hanging_one_holds_nothing() {
+    let rx = Receivers::start();
+    for s in common::servers_with(|| rx.file()).await {
+        let b = s.backend;
+        rx.mode("down").await;
+        let id = request(&s, "dev").await;
+        let bob = s.login("bob").await;
+        let r = s.act(&s.login("alice").await, &id, "end", None).await;
+        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+        // Refused twice at least (the first try and a retry) while down ...
+        rx.until("two refusals", |log| of_kind(log, "refused").len() >= 2)
+            .await;
+        let carol = s.login("carol").await;
+        let r = s
+            .send(
+                &carol,
+                Method::GET,
+                "/api/breakglass/notifications/deliveries?state=pending",
+                None,
+            )
+            .await;
+        let pending = r.body.as_array().unwrap();
+        assert!(
+            pending.iter().any(|d| d["last_status"] == 503
+                && d["last_error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("down for maintenance")),
+            "{b}: {pending:#?}"
+        );
+        // ... and delivered once it is back.
+        rx.mode("up").await;
+        let other = request(&s, "prod").await;
+        let log = rx
+            .until("the withdrawn request after the outage", |log| {
+                hooks(log, &other, "session.requested").len() == 1
+                    && hooks(log, &id, "session.withdrawn").len() == 1
+            })
+            .await;
+        clean(&log);
+
+        // A receiver that hangs: the request is answered, the delivery times out and waits.
+        rx.mode("hang").await;
+        let before = rx.log().await.len();
+        let hung = request(&s, "prod").await;
+        let r = s
+            .act(
+                &bob,
+                &hung,
+                "deny",
+                Some(serde_json::json!({"reason": "not during the freeze"})),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::OK,
+            "{b}: a hanging receiver held the decision: {:?}",
+            r.body
+        );
+        rx.until("the hanging receiver to be called", |log| {
+            log[before..].iter().any(|e| e["kind"] == "hung")
+        })
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = s
+                .send(
+                    &carol,
+                    Method::GET,
+                    "/api/breakglass/notifications/deliveries?state=pending",
+                    None,
+                )
+                .await;
+            let timed_out = r.body.as_array().unwrap().iter().any(|d| {
+                d["last_error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("within 2 s") || e.contains("timed out"))
+            });
+            if timed_out {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{b}: no delivery timed out: {:?}",
+                r.body
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        rx.mode("up").await;
+        let log = rx
+            .until("the denial after the hang", |log| {
+                hooks(log, &hung, "session.denied").len() == 1
+            })
+            .await;
+        clean(&log);
+    }
+}
+
+#[tokio::test]
+async fn reminders_and_escalations_are_written_once_when_their_time_comes() {
+    let rx = Receivers::start();
+    for s in common::servers_with(|| rx.file()).await {
+        let b = s.backend;
+        let id = request(&s, "prod").await;
+        let now = time::OffsetDateTime::now_utc();
+        let at = |m: i64| now + time::Duration::minutes(m);
+        assert_eq!(
+            breakglass_server::sweep::clock_notices(&s.ctx, at(5))
+                .await
+                .unwrap(),
+            0,
+            "{b}: too early"
+        );
+        // After 10 minutes: a reminder to the route's receivers that take it (siem, chat).
+        assert_eq!(
+            breakglass_server::sweep::clock_notices(&s.ctx, at(11))
+                .await
+                .unwrap(),
+            2,
+            "{b}"
+        );
+        assert_eq!(
+            breakglass_server::sweep::clock_notices(&s.ctx, at(12))
+                .await
+                .unwrap(),
+            0,
+            "{b}: once"
+        );
+        // After 30: the escalation to `pager` alone (it takes nothing else).
+        assert_eq!(
+            breakglass_server::sweep::clock_notices(&s.ctx, at(31))
+                .await
+                .unwrap(),
+            1,
+            "{b}"
+        );
+        let log = rx
+            .until("the reminder and the escalation", |log| {
+                hooks(log, &id, "session.reminder").len() == 1
+                    && hooks(log, &id, "session.escalation").len() == 1
+            })
+            .await;
+        clean(&log);
+    }
+}
+
+#[tokio::test]
+async fn deliveries_a_dead_replica_had_claimed_are_delivered_by_another() {
+    use breakglass_shared::notify::NoticeKind;
+    let rx = Receivers::start();
+    for s in common::servers_with(|| rx.file()).await {
+        let b = s.backend;
+        let id = request(&s, "dev").await;
+        let session = s.ctx.store.get(id.parse().unwrap()).await.unwrap().unwrap();
+        // A row due in half a second, claimed before that by a replica that then dies: its
+        // claim (two seconds) is left behind with no outcome.
+        let now = time::OffsetDateTime::now_utc();
+        let due = now + Duration::from_millis(500);
+        let drafts = s
+            .ctx
+            .outbox
+            .drafts_of(NoticeKind::Reminder, &session, "system", due);
+        assert_eq!(drafts.len(), 1, "{b}: dev routes to siem alone");
+        assert_eq!(s.ctx.store.enqueue(&drafts).await.unwrap(), 1, "{b}");
+        let ms = breakglass_server::outbox::unix_ms;
+        let taken = s
+            .ctx
+            .store
+            .claim_deliveries(
+                "dead-replica",
+                ms(due),
+                ms(now + Duration::from_secs(2)),
+                10,
+            )
+            .await
+            .unwrap();
+        assert_eq!(taken.len(), 1, "{b}: the dead replica had it");
+        let log = rx
+            .until("the dead replica's delivery", |log| {
+                hooks(log, &id, "session.reminder").len() == 1
+            })
+            .await;
+        clean(&log);
+        let rows = s.ctx.store.deliveries(Some("sent"), 100).await.unwrap();
+        let row = rows.iter().find(|d| d.id == drafts[0].id).unwrap();
+        assert_eq!(row.attempts, 2, "{b}: the dead claim and the delivery");
+        assert_ne!(row.claimed_by.as_deref(), Some("dead-replica"), "{b}");
+        assert_eq!(
+            hooks(&log, &id, "session.reminder")[0]["id"],
+            breakglass_server::notify::webhook_id(row),
+            "{b}: the id the row keeps is the one the receiver saw"
+        );
+    }
+}
