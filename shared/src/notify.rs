@@ -162,7 +162,7 @@ pub fn notices_of(prev: Option<&Session>, next: &Session) -> Vec<NoticeKind> {
         match (was, next.state) {
             (None, S::PendingApproval) => out.push(NoticeKind::Requested),
             (Some(S::PendingApproval), S::Approved) if next.glass_broken_by.is_some() => {
-                out.push(NoticeKind::GlassBroken)
+                out.push(NoticeKind::GlassBroken);
             }
             (Some(S::PendingApproval), S::Approved) => out.push(NoticeKind::Approved),
             (_, S::Denied) => out.push(NoticeKind::Denied),

@@ -331,7 +331,7 @@ impl Route {
         };
         let remind_after = minutes("remind_after_minutes", remind_after_minutes)?;
         let escalate_after = minutes("escalate_after_minutes", escalate_after_minutes)?;
-        if escalate_after.is_some() != !escalate_to.is_empty() {
+        if escalate_after.is_some() == escalate_to.is_empty() {
             return Err(ConfigError::new(
                 format!("{key}.escalate_after_minutes"),
                 "an escalation needs both `escalate_after_minutes` and `escalate_to` (the \

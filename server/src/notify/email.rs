@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use breakglass_shared::notify::Notification;
+use breakglass_shared::notify::{NoticeKind, Notification};
 use breakglass_shared::Permission;
 use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::Credentials;
@@ -35,7 +35,7 @@ pub fn recipients(config: &Config, target: &Target, note: &Notification) -> BTre
             None => Vec::new(),
         }
     };
-    if *approvers && kind.is_some_and(|k| k.for_approvers()) {
+    if *approvers && kind.is_some_and(NoticeKind::for_approvers) {
         if let Some(h) = config
             .environment(&note.session.environment)
             .and_then(|e| e.permissions.get(&Permission::Approve))
@@ -48,7 +48,7 @@ pub fn recipients(config: &Config, target: &Target, note: &Notification) -> BTre
             }
         }
     }
-    if *requester && kind.is_some_and(|k| k.for_requester()) {
+    if *requester && kind.is_some_and(NoticeKind::for_requester) {
         out.extend(of(&note.session.requester));
     }
     out

@@ -297,7 +297,7 @@ impl Worker {
             Ok(true) => {}
             Ok(false) => tracing::info!("the claim ran out before the outcome was written"),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot record the outcome; the row is delivered again")
+                tracing::warn!(error = %e, "cannot record the outcome; the row is delivered again");
             }
         }
     }
