@@ -22,6 +22,7 @@ mod cluster;
 mod events;
 pub mod links;
 mod locks;
+mod notifications;
 mod recordings;
 mod sessions;
 mod step_up;
@@ -31,6 +32,7 @@ pub use auth::{dev_login, logout, whoami};
 pub use cluster::{guardrails, namespaces, pods, ItemStatus};
 pub use events::{open_events, EventStream, StreamEvent};
 pub use locks::{lock_environment, unlock_environment};
+pub use notifications::deliveries;
 pub use recordings::{recording, recording_download_url, verify_recording};
 pub use sessions::{
     act, approve_extension, create_session, deny, deny_extension, extend, list_sessions, review,

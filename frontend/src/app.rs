@@ -131,6 +131,7 @@ fn AppRoutes() -> impl IntoView {
         Route::Home => view! { <pages::Home/> }.into_any(),
         Route::OpsWall => view! { <pages::OpsWall/> }.into_any(),
         Route::Account => view! { <pages::AccountPage/> }.into_any(),
+        Route::Deliveries => view! { <pages::DeliveriesPage/> }.into_any(),
         Route::Environment | Route::Namespace => view! { <pages::EnvironmentPage/> }.into_any(),
         Route::Pod => view! { <pages::PodPage/> }.into_any(),
         Route::Session => view! { <pages::SessionPage/> }.into_any(),
@@ -170,8 +171,12 @@ fn Topbar() -> impl IntoView {
                 <A href=links::home() exact=true>"Home"</A>
                 <A href=links::ops_wall()>"Ops wall"</A>
                 <A href=links::account()>"Account"</A>
+                {move || auth.me.with(|m| m.environments.iter().any(|e| e.permissions.terminate)).then(|| view! {
+                    <A href=links::deliveries()>"Deliveries"</A>
+                })}
             </nav>
             <div class="topbar-right">
+                {move || auth.user().map(|_| view! { <crate::components::queue_strip::NotifyMe/> })}
                 {dynv(move || {
                     auth.user()
                         .map(|_| {

@@ -10,6 +10,7 @@ mod app;
 mod auth;
 mod cast;
 mod components;
+mod desktop;
 mod fetch;
 #[cfg(test)]
 mod fixtures;

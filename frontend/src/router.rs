@@ -171,6 +171,8 @@ pub enum Route {
     OpsWall,
     /// `/account`.
     Account,
+    /// `/deliveries`.
+    Deliveries,
     /// `/env/:env`.
     Environment,
     /// `/env/:env/ns/:ns`.
@@ -197,6 +199,7 @@ fn route_of(path: &str) -> (Route, Vec<String>) {
         [] => Route::Home,
         ["ops-wall"] => Route::OpsWall,
         ["account"] => Route::Account,
+        ["deliveries"] => Route::Deliveries,
         ["env", _] => Route::Environment,
         ["env", _, "ns", _] => Route::Namespace,
         ["env", _, "ns", _, "pod", _] => Route::Pod,
@@ -310,6 +313,7 @@ mod tests {
         assert_eq!(route_of("/"), (Route::Home, vec![]));
         assert_eq!(route_of("/ops-wall"), (Route::OpsWall, vec![]));
         assert_eq!(route_of("/account"), (Route::Account, vec![]));
+        assert_eq!(route_of("/deliveries"), (Route::Deliveries, vec![]));
         assert_eq!(
             route_of("/env/prod"),
             (Route::Environment, vec!["prod".into()])

@@ -19,6 +19,11 @@ pub fn account() -> String {
     "/account".into()
 }
 
+/// The admins' notification deliveries.
+pub fn deliveries() -> String {
+    "/deliveries".into()
+}
+
 /// An environment's page.
 pub fn environment(env: &str) -> String {
     format!("/env/{}", encode(env))

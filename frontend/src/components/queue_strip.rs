@@ -63,7 +63,8 @@ fn waits_for_me(auth: crate::auth::Auth, s: &Session) -> bool {
 }
 
 /// Keeps the count of requests waiting for the signed-in user's decision in the page title, so a
-/// background tab says there is work.
+/// background tab says there is work, and tells of each new one with a desktop notification
+/// while the tab is out of sight (once the person allowed them: [`NotifyMe`]).
 pub fn count_waiting_for_me() {
     let auth = use_auth();
     let list = live_list(
@@ -75,11 +76,67 @@ pub fn count_waiting_for_me() {
         },
         move |s| waits_for_me(auth, s),
     );
+    let location = crate::router::use_location();
+    // The requests seen waiting so far; `None` until the first list, which tells nothing (the
+    // person opened the app and sees them).
+    let seen = StoredValue::new(None::<std::collections::HashSet<uuid::Uuid>>);
     Effect::new(move |_| {
-        let n = list.get().and_then(Result::ok).map_or(0, |v| v.len());
-        crate::title::set_waiting_count(n);
+        let Some(Ok(v)) = list.get() else { return };
+        crate::title::set_waiting_count(v.len());
+        let before = seen.get_value();
+        if let Some(before) = &before {
+            if crate::desktop::hidden() {
+                for s in v.iter().filter(|s| !before.contains(&s.id)) {
+                    crate::desktop::tell(
+                        location,
+                        &format!("{} asks to debug {}/{}", s.requester, s.environment, s.pod),
+                        &s.reason,
+                        &links::session(s.id),
+                        &s.id.to_string(),
+                    );
+                }
+            }
+        }
+        seen.set_value(Some(v.iter().map(|s| s.id).collect()));
     });
     on_cleanup(|| crate::title::set_waiting_count(0));
+}
+
+/// "Notify me": asks the browser for desktop notifications (on this click only) for an
+/// approver; says when they are on, or blocked.
+#[component]
+pub fn NotifyMe() -> impl IntoView {
+    use web_sys::NotificationPermission as P;
+    let auth = use_auth();
+    let state = RwSignal::new(crate::desktop::permission());
+    let approver = move || {
+        auth.me
+            .with(|m| m.environments.iter().any(|e| e.permissions.approve))
+    };
+    let ask = move |_| {
+        leptos::task::spawn_local(async move { state.set(crate::desktop::ask().await) });
+    };
+    move || {
+        if !approver() || !crate::desktop::supported() {
+            return None;
+        }
+        Some(match state.get() {
+            P::Default => view! {
+                <button class="link-button" data-testid="notify-me" on:click=ask
+                    title="A desktop notification when a request starts waiting for you while this tab is in the background">
+                    "Notify me"
+                </button>
+            }
+            .into_any(),
+            P::Granted => view! { <span class="muted" data-testid="notify-on">"Notifications on"</span> }.into_any(),
+            _ => view! {
+                <span class="muted" title="Allow notifications for this site in the browser's settings">
+                    "Notifications blocked"
+                </span>
+            }
+            .into_any(),
+        })
+    }
 }
 
 /// Requests waiting for approval.

@@ -1,6 +1,7 @@
 //! One module per route (the shell, `app.rs`, holds the route table).
 
 mod account;
+mod deliveries;
 mod environment;
 mod home;
 mod not_found;
@@ -10,6 +11,7 @@ mod recording;
 mod session;
 
 pub use account::AccountPage;
+pub use deliveries::DeliveriesPage;
 pub use environment::EnvironmentPage;
 pub use home::Home;
 pub use not_found::NotFound;
