@@ -321,3 +321,17 @@ impl Worker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_doubles_from_the_first_and_stops_at_ten_minutes() {
+        let first = Duration::from_secs(2);
+        let pauses: Vec<u64> = (1..=6).map(|a| backoff(first, a).as_secs()).collect();
+        assert_eq!(pauses, [2, 4, 8, 16, 32, 64]);
+        assert_eq!(backoff(first, 40), MAX_BACKOFF);
+        assert_eq!(backoff(first, 0), first);
+    }
+}

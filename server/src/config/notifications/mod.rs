@@ -16,6 +16,10 @@ use serde::Deserialize;
 
 use super::{within, ConfigError};
 
+mod route;
+
+pub use route::Route;
+
 /// `[notifications]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -296,70 +300,6 @@ impl Notifications {
     }
 }
 
-/// An environment's notification route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    /// Receivers of every event there.
-    pub receivers: Vec<String>,
-    /// Receivers of escalations.
-    pub escalate_to: Vec<String>,
-    /// When a waiting request is reminded of.
-    pub remind_after: Option<time::Duration>,
-    /// When a waiting request is escalated.
-    pub escalate_after: Option<time::Duration>,
-    /// When a due review is overdue, after the session's end.
-    pub review_within: time::Duration,
-}
-
-impl Route {
-    /// Checks an environment's keys (under `key`); the receiver names are checked against
-    /// `[notifications]` once both are read ([`Notifications::check_routes`]).
-    pub(super) fn resolve(
-        key: &str,
-        receivers: Vec<String>,
-        escalate_to: Vec<String>,
-        remind_after_minutes: Option<u32>,
-        escalate_after_minutes: Option<u32>,
-        review_within_hours: Option<u32>,
-    ) -> Result<Route, ConfigError> {
-        let minutes = |name: &str, v: Option<u32>| {
-            v.map(|m| {
-                within(format!("{key}.{name}"), u64::from(m), 1, 10_080)
-                    .map(|m| time::Duration::minutes(m as i64))
-            })
-            .transpose()
-        };
-        let remind_after = minutes("remind_after_minutes", remind_after_minutes)?;
-        let escalate_after = minutes("escalate_after_minutes", escalate_after_minutes)?;
-        if escalate_after.is_some() == escalate_to.is_empty() {
-            return Err(ConfigError::new(
-                format!("{key}.escalate_after_minutes"),
-                "an escalation needs both `escalate_after_minutes` and `escalate_to` (the \
-                 receivers told)",
-            ));
-        }
-        if let (Some(r), Some(e)) = (remind_after, escalate_after) {
-            if e <= r {
-                return Err(ConfigError::new(
-                    format!("{key}.escalate_after_minutes"),
-                    "must be longer than remind_after_minutes: the reminder comes first",
-                ));
-            }
-        }
-        let hours = review_within_hours
-            .map(|h| within(format!("{key}.review_within_hours"), u64::from(h), 1, 8_760))
-            .transpose()?
-            .unwrap_or(168);
-        Ok(Route {
-            receivers,
-            escalate_to,
-            remind_after,
-            escalate_after,
-            review_within: time::Duration::hours(hours as i64),
-        })
-    }
-}
-
 impl NotificationsFile {
     /// Checks every key and reads the secrets.
     pub fn resolve(self) -> Result<Notifications, ConfigError> {
@@ -626,61 +566,4 @@ fn events(
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn resolve(text: &str) -> Result<Notifications, ConfigError> {
-        toml::from_str::<NotificationsFile>(text)
-            .map_err(|e| ConfigError::new("toml", e.to_string()))?
-            .resolve()
-    }
-
-    const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-    #[test]
-    fn a_webhook_with_two_secrets_while_rotating() {
-        let n = resolve(&format!(
-            "[[webhooks]]\nname = \"siem\"\nurl = \"https://siem.example/hook\"\n\
-             secret = \"{KEY} {KEY}\"\nevents = [\"requested\"]\n"
-        ))
-        .unwrap();
-        let r = n.receiver("siem").unwrap();
-        assert!(matches!(&r.target, Target::Webhook { secrets, .. } if secrets.len() == 2));
-        assert!(r.takes(NoticeKind::Requested));
-        assert!(!r.takes(NoticeKind::Ended));
-        assert!(
-            r.takes(NoticeKind::GlassBroken),
-            "a broken glass reaches everyone"
-        );
-        assert!(
-            !format!("{n:?}").contains("MfKQ"),
-            "secrets stay out of Debug"
-        );
-    }
-
-    #[test]
-    fn each_bad_key_is_named() {
-        let cases = [
-            ("[[webhooks]]\nname = \"a\"\nurl = \"ftp://x\"\nsecret = \"whsec_AAAA\"\n", "notifications.webhooks[0].url"),
-            ("[[webhooks]]\nname = \"a\"\nurl = \"https://x\"\nsecret = \"nope\"\n", "notifications.webhooks[0].secret"),
-            ("[[webhooks]]\nname = \"a\"\nurl = \"https://x\"\n", "notifications.webhooks[0].secret"),
-            ("[[webhooks]]\nname = \"a\"\nurl = \"https://x\"\nsecret_env = \"BG_NO_SUCH_VAR\"\n", "notifications.webhooks[0].secret_env"),
-            ("[[slack]]\nname = \"s\"\nurl = \"https://x\"\nevents = [\"lunch\"]\n", "notifications.slack[0].events"),
-            ("[[email]]\nname = \"m\"\nto = [\"a@b.example\"]\n", "notifications.smtp"),
-            ("[[email]]\nname = \"m\"\nto = [\"not an address\"]\n", "notifications.email[0].to[0]"),
-            ("[[email]]\nname = \"m\"\n[smtp]\nhost = \"h\"\nfrom = \"a@b.example\"\n", "notifications.email[0].to"),
-            ("[smtp]\nhost = \"h\"\nfrom = \"a@b.example\"\ntls = \"maybe\"\n", "notifications.smtp.tls"),
-            ("[smtp]\nhost = \"h\"\nfrom = \"a@b.example\"\nusername = \"u\"\n", "notifications.smtp.username"),
-            ("timeout_seconds = 0\n", "notifications.timeout_seconds"),
-        ];
-        for (text, key) in cases {
-            let e = resolve(text).unwrap_err();
-            assert_eq!(e.key, key, "{text}: {e}");
-        }
-        let dup = format!(
-            "[[webhooks]]\nname = \"a\"\nurl = \"https://x\"\nsecret = \"{KEY}\"\n\
-             [[slack]]\nname = \"a\"\nurl = \"https://y\"\n"
-        );
-        assert!(resolve(&dup).unwrap_err().reason.contains("unique"));
-    }
-}
+mod tests;
