@@ -40,6 +40,11 @@ FIGURES = {
     # e2e/benches/frontend.rs
     "page-weight": (("total",), 4, 4),
     "player-seek": (("p50", "max"), 3, 3),
+    # e2e/benches/notify.rs
+    "notify-change-sqlite": (("median",), 1, 1),
+    "notify-change-postgres": (("median",), 1, 1),
+    "notify-throughput-sqlite": (("mean",), 1, 1),
+    "notify-throughput-postgres": (("mean",), 1, 1),
 }
 
 # What e2e/src/bench.rs writes for the numbers JSON has none for; `null` is what reports

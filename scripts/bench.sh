@@ -53,6 +53,7 @@ BENCHES=(
   "breakglass-e2e:store"
   "breakglass-e2e:sse"
   "breakglass-e2e:frontend"
+  "breakglass-e2e:notify"
 )
 for b in "${BENCHES[@]}"; do
   pkg=${b%%:*} name=${b#*:}

@@ -138,24 +138,29 @@ macro_rules! outbox_sql {
             conn: &mut <$db as sqlx::Database>::Connection,
             drafts: &[crate::store::outbox::OutboxDraft],
         ) -> Result<u64, crate::store::StoreError> {
+            if drafts.is_empty() {
+                return Ok(0);
+            }
             let mut new = 0;
-            for d in drafts {
-                let done = sqlx::query(
+            // One statement per batch (a change writes one row per receiver): well under both
+            // engines' bound on bound parameters.
+            for batch in drafts.chunks(500) {
+                let mut q = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO breakglass_outbox \
-                     (id, event_key, receiver, kind, session_id, payload, next_at_ms, created_at_ms) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
-                     ON CONFLICT (event_key, receiver) DO NOTHING",
-                )
-                .bind(d.id)
-                .bind(d.event_key.as_str())
-                .bind(d.receiver.as_str())
-                .bind(d.kind.as_str())
-                .bind(d.session_id)
-                .bind(d.payload.as_str())
-                .bind(d.created_at_ms)
-                .execute(&mut *conn)
-                .await?;
-                new += done.rows_affected();
+                     (id, event_key, receiver, kind, session_id, payload, next_at_ms, created_at_ms) ",
+                );
+                q.push_values(batch, |mut row, d| {
+                    row.push_bind(d.id)
+                        .push_bind(d.event_key.as_str())
+                        .push_bind(d.receiver.as_str())
+                        .push_bind(d.kind.as_str())
+                        .push_bind(d.session_id)
+                        .push_bind(d.payload.as_str())
+                        .push_bind(d.created_at_ms)
+                        .push_bind(d.created_at_ms);
+                });
+                q.push(" ON CONFLICT (event_key, receiver) DO NOTHING");
+                new += q.build().execute(&mut *conn).await?.rows_affected();
             }
             Ok(new)
         }
