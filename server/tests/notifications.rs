@@ -437,37 +437,19 @@ async fn reminders_and_escalations_are_written_once_when_their_time_comes() {
         let b = s.backend;
         let id = request(&s, "prod").await;
         let now = time::OffsetDateTime::now_utc();
-        let at = |m: i64| now + time::Duration::minutes(m);
-        assert_eq!(
-            breakglass_server::sweep::clock_notices(&s.ctx, at(5))
+        // Rows the clock writes `m` minutes after the request.
+        let written = async |m: i64| {
+            let at = now + time::Duration::minutes(m);
+            breakglass_server::sweep::clock_notices(&s.ctx, at)
                 .await
-                .unwrap(),
-            0,
-            "{b}: too early"
-        );
+                .unwrap()
+        };
+        assert_eq!(written(5).await, 0, "{b}: too early");
         // After 10 minutes: a reminder to the route's receivers that take it (siem, chat).
-        assert_eq!(
-            breakglass_server::sweep::clock_notices(&s.ctx, at(11))
-                .await
-                .unwrap(),
-            2,
-            "{b}"
-        );
-        assert_eq!(
-            breakglass_server::sweep::clock_notices(&s.ctx, at(12))
-                .await
-                .unwrap(),
-            0,
-            "{b}: once"
-        );
+        assert_eq!(written(11).await, 2, "{b}");
+        assert_eq!(written(12).await, 0, "{b}: once");
         // After 30: the escalation to `pager` alone (it takes nothing else).
-        assert_eq!(
-            breakglass_server::sweep::clock_notices(&s.ctx, at(31))
-                .await
-                .unwrap(),
-            1,
-            "{b}"
-        );
+        assert_eq!(written(31).await, 1, "{b}");
         let log = rx
             .until("the reminder and the escalation", |log| {
                 hooks(log, &id, "session.reminder").len() == 1

@@ -56,15 +56,9 @@ pub fn main(cmd: NotifyCommand) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match super::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let note = sample(&config);
     let id = format!("msg_{}", Uuid::now_v7().simple());
