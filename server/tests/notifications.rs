@@ -10,173 +10,71 @@
 
 mod common;
 
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
 use breakglass_server::config::{demo_environments, FileConfig};
 use common::TestServer;
-use serde_json::Value;
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+use receivers::{clean, hooks, of_kind, Receivers, SECRET};
 
-/// The receivers' process, killed on drop.
-struct Receivers {
-    child: Child,
-    http: u16,
-    smtp: u16,
-    client: reqwest::Client,
-}
+#[path = "../../e2e/src/receivers.rs"]
+mod receivers;
 
-impl Receivers {
-    fn start() -> Receivers {
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../scripts/notify-receivers.sh"
-        );
-        let mut child = Command::new("bash")
-            .args([script, "run", "--secret", SECRET])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let ports: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the receivers did not start ({e}): {line:?}"));
-        Receivers {
-            child,
-            http: u16::try_from(ports["http"].as_u64().unwrap()).unwrap(),
-            smtp: u16::try_from(ports["smtp"].as_u64().unwrap()).unwrap(),
-            client: reqwest::Client::new(),
-        }
-    }
-
-    async fn log(&self) -> Vec<Value> {
-        let url = format!("http://127.0.0.1:{}/log", self.http);
-        self.client
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-
-    async fn mode(&self, mode: &str) {
-        let url = format!("http://127.0.0.1:{}/mode/{mode}", self.http);
-        self.client.post(url).send().await.unwrap();
-    }
-
-    /// The log once `done` holds of it (checked every 50 ms, for at most 60 s).
-    async fn until(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let log = self.log().await;
-            if done(&log) {
-                return log;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "waited a minute for {what}; the receivers saw {log:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// The configuration: the three receivers, `prod` routed to them (escalating to the
-    /// webhook only), `dev` to the webhook alone.
-    fn file(&self) -> FileConfig {
-        let text = format!(
-            r#"
-            timeout_seconds = 2
-            first_retry_seconds = 1
-            [[webhooks]]
-            name = "siem"
-            url = "http://127.0.0.1:{http}/webhook"
-            secret = "{SECRET}"
-            [[webhooks]]
-            name = "pager"
-            url = "http://127.0.0.1:{http}/webhook"
-            secret = "{SECRET}"
-            events = ["escalation"]
-            [[slack]]
-            name = "chat"
-            url = "http://127.0.0.1:{http}/slack"
-            events = ["requested", "approved", "reminder", "glass_broken"]
-            [[email]]
-            name = "mail"
-            approvers = true
-            requester = true
-            events = ["requested", "approved", "denied"]
-            [smtp]
-            host = "127.0.0.1"
-            port = {smtp}
-            tls = "none"
-            from = "breakglass@example.com"
-            [addresses]
-            alice = "alice@example.com"
-            "group:sre" = ["sre-oncall@example.com"]
-            "#,
-            http = self.http,
-            smtp = self.smtp,
-        );
-        FileConfig {
-            notifications: toml::from_str(&text).unwrap(),
-            environments: demo_environments()
-                .into_iter()
-                .map(|mut e| {
-                    if e.name == "prod" {
-                        e.notify = vec!["siem".into(), "chat".into(), "mail".into()];
-                        e.escalate_to = vec!["pager".into()];
-                        e.remind_after_minutes = Some(10);
-                        e.escalate_after_minutes = Some(30);
-                    } else {
-                        e.notify = vec!["siem".into()];
-                    }
-                    e
-                })
-                .collect(),
-            ..common::dev_users(&[("alice", "engineers"), ("bob", "sre"), ("carol", "admins")])
-        }
-    }
-}
-
-impl Drop for Receivers {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn of_kind<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    log.iter().filter(|e| e["kind"] == kind).collect()
-}
-
-/// The webhook deliveries about session `id` of event `type`.
-fn hooks<'a>(log: &'a [Value], id: &str, ty: &str) -> Vec<&'a Value> {
-    of_kind(log, "webhook")
-        .into_iter()
-        .filter(|e| e["payload"]["session"]["id"] == id && e["payload"]["type"] == ty)
-        .collect()
-}
-
-/// Nothing was refused by the verifier, sent twice, or shaped wrong for Slack.
-fn clean(log: &[Value]) {
-    assert!(
-        of_kind(log, "rejected").is_empty(),
-        "the verifier refused: {log:#?}"
+/// The configuration: the three receivers, `prod` routed to them (escalating to the
+/// webhook only), `dev` to the webhook alone.
+fn file(rx: &Receivers) -> FileConfig {
+    let text = format!(
+        r#"
+        timeout_seconds = 2
+        first_retry_seconds = 1
+        [[webhooks]]
+        name = "siem"
+        url = "http://127.0.0.1:{http}/webhook"
+        secret = "{SECRET}"
+        [[webhooks]]
+        name = "pager"
+        url = "http://127.0.0.1:{http}/webhook"
+        secret = "{SECRET}"
+        events = ["escalation"]
+        [[slack]]
+        name = "chat"
+        url = "http://127.0.0.1:{http}/slack"
+        events = ["requested", "approved", "reminder", "glass_broken"]
+        [[email]]
+        name = "mail"
+        approvers = true
+        requester = true
+        events = ["requested", "approved", "denied"]
+        [smtp]
+        host = "127.0.0.1"
+        port = {smtp}
+        tls = "none"
+        from = "breakglass@example.com"
+        [addresses]
+        alice = "alice@example.com"
+        "group:sre" = ["sre-oncall@example.com"]
+        "#,
+        http = rx.http,
+        smtp = rx.smtp,
     );
-    assert!(
-        of_kind(log, "replay").is_empty(),
-        "a webhook-id came twice: {log:#?}"
-    );
-    for s in of_kind(log, "slack") {
-        assert_eq!(s["problems"], serde_json::json!([]), "{s:#}");
+    FileConfig {
+        notifications: toml::from_str(&text).unwrap(),
+        environments: demo_environments()
+            .into_iter()
+            .map(|mut e| {
+                if e.name == "prod" {
+                    e.notify = vec!["siem".into(), "chat".into(), "mail".into()];
+                    e.escalate_to = vec!["pager".into()];
+                    e.remind_after_minutes = Some(10);
+                    e.escalate_after_minutes = Some(30);
+                } else {
+                    e.notify = vec!["siem".into()];
+                }
+                e
+            })
+            .collect(),
+        ..common::dev_users(&[("alice", "engineers"), ("bob", "sre"), ("carol", "admins")])
     }
 }
 
@@ -191,7 +89,7 @@ async fn request(s: &TestServer, env: &str) -> String {
 #[tokio::test]
 async fn every_event_reaches_its_receivers_signed_once_and_in_their_shape() {
     let rx = Receivers::start();
-    for s in common::servers_with(|| rx.file()).await {
+    for s in common::servers_with(|| file(&rx)).await {
         let b = s.backend;
         let id = request(&s, "prod").await;
         let bob = s.login("bob").await;
@@ -334,7 +232,7 @@ async fn every_event_reaches_its_receivers_signed_once_and_in_their_shape() {
 #[tokio::test]
 async fn a_receiver_down_for_a_while_gets_everything_once_and_a_hanging_one_holds_nothing() {
     let rx = Receivers::start();
-    for s in common::servers_with(|| rx.file()).await {
+    for s in common::servers_with(|| file(&rx)).await {
         let b = s.backend;
         rx.mode("down").await;
         let id = request(&s, "dev").await;
@@ -433,7 +331,7 @@ async fn a_receiver_down_for_a_while_gets_everything_once_and_a_hanging_one_hold
 #[tokio::test]
 async fn reminders_and_escalations_are_written_once_when_their_time_comes() {
     let rx = Receivers::start();
-    for s in common::servers_with(|| rx.file()).await {
+    for s in common::servers_with(|| file(&rx)).await {
         let b = s.backend;
         let id = request(&s, "prod").await;
         let now = time::OffsetDateTime::now_utc();
@@ -464,7 +362,7 @@ async fn reminders_and_escalations_are_written_once_when_their_time_comes() {
 async fn deliveries_a_dead_replica_had_claimed_are_delivered_by_another() {
     use breakglass_shared::notify::NoticeKind;
     let rx = Receivers::start();
-    for s in common::servers_with(|| rx.file()).await {
+    for s in common::servers_with(|| file(&rx)).await {
         let b = s.backend;
         let id = request(&s, "dev").await;
         let session = s.ctx.store.get(id.parse().unwrap()).await.unwrap().unwrap();

@@ -541,6 +541,7 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
 
 mod approvals;
 mod locks;
+mod notifications;
 mod player;
 mod step_up;
 mod terminal_screen;

@@ -39,7 +39,7 @@ pub fn DeliveriesPage() -> impl IntoView {
                 Some(Err(e)) => view! { <ErrorNotice error=e/> }.into_any(),
                 Some(Ok(list)) if list.is_empty() => view! { <Empty text="No notification was sent yet."/> }.into_any(),
                 Some(Ok(list)) => view! {
-                    <table class="table" data-testid="deliveries">
+                    <div class="table-scroll"><table class="delivery-table" data-testid="deliveries">
                         <thead><tr>
                             <th scope="col">"Written"</th>
                             <th scope="col">"Event"</th>
@@ -50,7 +50,7 @@ pub fn DeliveriesPage() -> impl IntoView {
                             <th scope="col">"Last answer"</th>
                         </tr></thead>
                         <tbody>{list.into_iter().map(|d| view! { <Row d=d/> }).collect_view()}</tbody>
-                    </table>
+                    </table></div>
                 }.into_any(),
             })}
         </section>
@@ -74,7 +74,7 @@ fn Row(
             <td>{d.kind.replace('_', " ")}</td>
             <td>{d.receiver}</td>
             <td><a href=links::session(d.session_id)>{d.environment}</a></td>
-            <td><span class=format!("badge delivery-{}", d.state)>{d.state.clone()}</span></td>
+            <td><span class="badge">{d.state.clone()}</span></td>
             <td>{d.attempts}</td>
             <td class="wrap">{answer}</td>
         </tr>
