@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real receivers for the notification tests (e2e/receivers/receiver.py): a Standard Webhooks
 # endpoint verified by the `standardwebhooks` package, a Slack-shaped endpoint that checks the
-# Block Kit JSON, and an SMTP server (`aiosmtpd`), all pinned, in their own virtualenv.
+# Block Kit JSON, and an SMTP server (`aiosmtpd`); webhook payloads are also checked against the
+# server's JSON Schema with `jsonschema`; all pinned, in their own virtualenv.
 #
 # Usage:
 #   scripts/notify-receivers.sh install           create the venv (idempotent)
@@ -17,17 +18,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 STANDARDWEBHOOKS_VERSION="1.3.0"
 AIOSMTPD_VERSION="1.4.6"
+JSONSCHEMA_VERSION="4.26.0"
 VENV="$CACHE/venv-receivers"
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 installed() {
     [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c "
 import importlib.metadata as m, sys
-sys.exit(m.version('standardwebhooks') != '$STANDARDWEBHOOKS_VERSION' or m.version('aiosmtpd') != '$AIOSMTPD_VERSION')" 2>/dev/null
+sys.exit(m.version('standardwebhooks') != '$STANDARDWEBHOOKS_VERSION' or m.version('aiosmtpd') != '$AIOSMTPD_VERSION' or m.version('jsonschema') != '$JSONSCHEMA_VERSION')" 2>/dev/null
 }
 
 cmd_install() {
-    venv_install "$VENV" "standardwebhooks==$STANDARDWEBHOOKS_VERSION aiosmtpd==$AIOSMTPD_VERSION" installed
+    venv_install "$VENV" "standardwebhooks==$STANDARDWEBHOOKS_VERSION aiosmtpd==$AIOSMTPD_VERSION jsonschema==$JSONSCHEMA_VERSION" installed
 }
 
 cmd_run() { cmd_install; exec "$VENV/bin/python" "$HERE/e2e/receivers/receiver.py" "$@"; }

@@ -2,7 +2,9 @@
 
 - POST /webhook: verified with the `standardwebhooks` package (an implementation independent
   of the server's); a bad signature or a changed body is answered 400 and logged as
-  `rejected`; a `webhook-id` seen before is logged as `replay`.
+  `rejected`; a `webhook-id` seen before is logged as `replay`. Once a schema was given
+  (POST /schema: the server's `notifications/schema.json`), each payload is validated against
+  it with `jsonschema` and what does not fit is logged with the delivery.
 - POST /slack: the Block Kit message checked for the shape Slack accepts (header, sections,
   actions whose buttons are links); problems are logged.
 - SMTP (aiosmtpd): every mail, parsed, with its plain-text and HTML parts.
@@ -22,6 +24,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import jsonschema
 from aiosmtpd.controller import Controller
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -29,6 +32,7 @@ LOCK = threading.Lock()
 LOG = []
 SEEN = set()
 MODE = {"mode": "up"}
+SCHEMA = {"validator": None}
 
 
 def record(entry):
@@ -91,6 +95,11 @@ def handler_for(secret):
 
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            if self.path == "/schema":
+                schema = json.loads(body)
+                jsonschema.Draft202012Validator.check_schema(schema)
+                SCHEMA["validator"] = jsonschema.Draft202012Validator(schema)
+                return self.answer(200)
             if self.path.startswith("/mode/"):
                 MODE["mode"] = self.path.rsplit("/", 1)[1]
                 return self.answer(200)
@@ -113,7 +122,10 @@ def handler_for(secret):
                 with LOCK:
                     replay = wid in SEEN
                     SEEN.add(wid)
-                record({"kind": "replay" if replay else "webhook", "id": wid, "payload": payload})
+                v = SCHEMA["validator"]
+                problems = [f"{list(e.path)}: {e.message}" for e in v.iter_errors(payload)] if v else []
+                record({"kind": "replay" if replay else "webhook", "id": wid, "payload": payload,
+                        "schema_problems": problems, "schema_checked": v is not None})
                 return self.answer(200)
             if self.path == "/slack":
                 msg = json.loads(body)

@@ -64,6 +64,17 @@ impl Receivers {
             .unwrap()
     }
 
+    /// Has every later webhook payload validated against `schema` (a JSON Schema).
+    pub async fn schema(&self, schema: &Value) {
+        let url = format!("http://127.0.0.1:{}/schema", self.http);
+        let r = self.client.post(url).json(schema).send().await.unwrap();
+        assert!(
+            r.status().is_success(),
+            "the receivers refused the schema: {}",
+            r.text().await.unwrap_or_default()
+        );
+    }
+
     /// `up`, `down` (503) or `hang` (no answer for a minute).
     pub async fn mode(&self, mode: &str) {
         let url = format!("http://127.0.0.1:{}/mode/{mode}", self.http);
@@ -119,5 +130,12 @@ pub fn clean(log: &[Value]) {
     );
     for s in of_kind(log, "slack") {
         assert_eq!(s["problems"], serde_json::json!([]), "{s:#}");
+    }
+    for w in of_kind(log, "webhook") {
+        assert_eq!(
+            w["schema_problems"],
+            serde_json::json!([]),
+            "the payload does not fit its schema: {w:#}"
+        );
     }
 }

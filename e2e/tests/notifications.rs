@@ -135,3 +135,53 @@ async fn the_database_restarted_mid_delivery_loses_nothing() {
         server.log_text()
     );
 }
+
+#[tokio::test]
+async fn notify_test_sends_one_message_and_prints_the_answer() {
+    let rx = Receivers::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.toml");
+    std::fs::write(&file, config(&rx)).unwrap();
+    let run = |receiver: &str| {
+        let out = breakglass_e2e::server::cli_command(dir.path())
+            .unwrap()
+            .args(["notify", "test", receiver, "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let (code, text) = run("siem");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("webhook `siem` took the test message msg_") && text.contains(" 200 ok"),
+        "{text}"
+    );
+    let log = rx
+        .until("the test message", |log| {
+            log.iter().any(|e| {
+                e["kind"] == "webhook"
+                    && e["payload"]["session"]["requester"] == "notification-test"
+            })
+        })
+        .await;
+    clean(&log);
+    rx.mode("down").await;
+    let (code, text) = run("siem");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("did not take the test message") && text.contains("503"),
+        "{text}"
+    );
+    let (code, text) = run("nobody");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("no receiver `nobody`") && text.contains("siem"),
+        "{text}"
+    );
+}

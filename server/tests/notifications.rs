@@ -91,6 +91,17 @@ async fn every_event_reaches_its_receivers_signed_once_and_in_their_shape() {
     let rx = Receivers::start();
     for s in common::servers_with(|| file(&rx)).await {
         let b = s.backend;
+        // Every payload below is checked against the schema the server serves.
+        let schema = s
+            .send(
+                &Default::default(),
+                Method::GET,
+                "/api/breakglass/notifications/schema.json",
+                None,
+            )
+            .await;
+        assert_eq!(schema.status, StatusCode::OK, "{b}");
+        rx.schema(&schema.body).await;
         let id = request(&s, "prod").await;
         let bob = s.login("bob").await;
         let r = s.act(&bob, &id, "approve", None).await;
@@ -112,6 +123,12 @@ async fn every_event_reaches_its_receivers_signed_once_and_in_their_shape() {
             })
             .await;
         clean(&log);
+        assert!(
+            of_kind(&log, "webhook")
+                .iter()
+                .all(|w| w["schema_checked"] == true),
+            "{b}: every payload was checked against the served schema"
+        );
         let asked = hooks(&log, &id, "session.requested");
         assert_eq!(asked.len(), 1, "{b}");
         let p = &asked[0]["payload"];
@@ -225,6 +242,29 @@ async fn every_event_reaches_its_receivers_signed_once_and_in_their_shape() {
             r.body["message"].as_str().unwrap().contains("state"),
             "{b}: {:?}",
             r.body
+        );
+        // The metrics count what each receiver took.
+        let families = s.ctx.metrics.registry.gather();
+        let sent = |receiver: &str| {
+            families
+                .iter()
+                .filter(|f| f.name() == "breakglass_notifications_total")
+                .flat_map(|f| f.get_metric())
+                .filter(|m| {
+                    let labels: Vec<(&str, &str)> = m
+                        .get_label()
+                        .iter()
+                        .map(|l| (l.name(), l.value()))
+                        .collect();
+                    labels.contains(&("receiver", receiver))
+                        && labels.contains(&("outcome", "sent"))
+                })
+                .map(|m| m.get_counter().get_value())
+                .sum::<f64>()
+        };
+        assert!(
+            sent("siem") >= 2.0 && sent("mail") >= 2.0 && sent("chat") >= 2.0,
+            "{b}"
         );
     }
 }
@@ -348,6 +388,24 @@ async fn reminders_and_escalations_are_written_once_when_their_time_comes() {
         assert_eq!(written(12).await, 0, "{b}: once");
         // After 30: the escalation to `pager` alone (it takes nothing else).
         assert_eq!(written(31).await, 1, "{b}");
+        // A glass-broken session that finished unreviewed is overdue after the environment's
+        // review window (a week by default), told to the receivers that take it (siem).
+        let mut ended = s.ctx.store.get(id.parse().unwrap()).await.unwrap().unwrap();
+        ended.glass_broken_by = Some("carol".into());
+        ended.state = breakglass_shared::SessionState::Ended;
+        ended.finished_at = Some(now - time::Duration::hours(100));
+        let overdue = |at| {
+            s.ctx
+                .outbox
+                .clock_drafts(&[], std::slice::from_ref(&ended), at)
+        };
+        assert!(overdue(now).is_empty(), "{b}: 100 hours is within the week");
+        let due = overdue(now + time::Duration::hours(70));
+        let names: Vec<_> = due
+            .iter()
+            .map(|d| (d.receiver.as_str(), d.kind.as_str()))
+            .collect();
+        assert_eq!(names, [("siem", "review_overdue")], "{b}");
         let log = rx
             .until("the reminder and the escalation", |log| {
                 hooks(log, &id, "session.reminder").len() == 1

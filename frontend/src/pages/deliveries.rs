@@ -73,7 +73,7 @@ fn Row(
             <td>{format::timestamp(d.created_at)}</td>
             <td>{d.kind.replace('_', " ")}</td>
             <td>{d.receiver}</td>
-            <td><a href=links::session(d.session_id)>{d.environment}</a></td>
+            <td><a href=links::session(d.session_id)>{format!("{} · {}", d.environment, format::session_label(d.session_id))}</a></td>
             <td><span class="badge">{d.state.clone()}</span></td>
             <td>{d.attempts}</td>
             <td class="wrap">{answer}</td>
