@@ -249,7 +249,7 @@ async fn every_event_reaches_its_receivers_signed_once_and_in_their_shape() {
             families
                 .iter()
                 .filter(|f| f.name() == "breakglass_notifications_total")
-                .flat_map(|f| f.get_metric())
+                .flat_map(prometheus::proto::MetricFamily::get_metric)
                 .filter(|m| {
                     let labels: Vec<(&str, &str)> = m
                         .get_label()
