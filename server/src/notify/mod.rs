@@ -179,6 +179,15 @@ pub fn backoff(first: Duration, attempts: i64) -> Duration {
         .min(MAX_BACKOFF)
 }
 
+/// When to try delivery `d` again after a failed attempt at `now_ms`: after [`backoff`], or
+/// `None` (dead) when that falls past `window` from when it was written.
+pub fn retry_at(first: Duration, window: Duration, d: &Delivery, now_ms: i64) -> Option<i64> {
+    let pause = i64::try_from(backoff(first, d.attempts).as_millis()).unwrap_or(i64::MAX);
+    let window = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+    let next = now_ms.saturating_add(pause);
+    (next < d.created_at_ms.saturating_add(window)).then_some(next)
+}
+
 /// One replica's delivery worker.
 pub struct Worker {
     /// The outbox.
@@ -262,17 +271,17 @@ impl Worker {
                 Attempt::Sent(a.status)
             }
             Err(f) => {
-                let window_ms = i64::try_from(self.config.notifications.retry_for.as_millis())
-                    .unwrap_or(i64::MAX);
-                let next = now + backoff(self.config.notifications.first_retry, d.attempts);
-                let retry =
-                    !f.permanent && unix_ms(next) < d.created_at_ms.saturating_add(window_ms);
+                let n = &self.config.notifications;
+                let next = (!f.permanent)
+                    .then(|| retry_at(n.first_retry, n.retry_for, &d, unix_ms(now)))
+                    .flatten();
+                let retry = next.is_some();
                 self.count(&d.receiver, if retry { "failed" } else { "dead" });
                 tracing::warn!(error = %f.error, attempts = d.attempts, retry, "notification not delivered");
                 Attempt::Failed {
                     status: f.status,
                     error: f.error,
-                    retry_at_ms: retry.then(|| unix_ms(next)),
+                    retry_at_ms: next,
                 }
             }
         };
@@ -333,5 +342,31 @@ mod tests {
         assert_eq!(pauses, [2, 4, 8, 16, 32, 64]);
         assert_eq!(backoff(first, 40), MAX_BACKOFF);
         assert_eq!(backoff(first, 0), first);
+    }
+
+    #[test]
+    fn a_retry_past_the_window_is_none_and_the_row_dies() {
+        let d = Delivery {
+            id: uuid::Uuid::nil(),
+            event_key: "k".into(),
+            receiver: "r".into(),
+            kind: "requested".into(),
+            session_id: uuid::Uuid::nil(),
+            payload: "{}".into(),
+            state: "pending".into(),
+            attempts: 3,
+            next_at_ms: 0,
+            claimed_by: None,
+            claimed_until_ms: 0,
+            created_at_ms: 1_000_000,
+            sent_at_ms: None,
+            last_status: None,
+            last_error: None,
+        };
+        let (first, window) = (Duration::from_secs(2), Duration::from_secs(60));
+        // The third attempt failed 10 s in: the next is 8 s later, inside the minute.
+        assert_eq!(retry_at(first, window, &d, 1_010_000), Some(1_018_000));
+        // 55 s in, 8 s more would pass the minute: dead.
+        assert_eq!(retry_at(first, window, &d, 1_055_000), None);
     }
 }

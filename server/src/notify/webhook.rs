@@ -9,13 +9,14 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::{Answer, Failure};
+use crate::config::SigningKey;
 
 /// The `webhook-signature` header value of `body` sent as `id` at `timestamp`.
-pub fn signature(secrets: &[Vec<u8>], id: &str, timestamp: i64, body: &[u8]) -> String {
+pub fn signature(secrets: &[SigningKey], id: &str, timestamp: i64, body: &[u8]) -> String {
     secrets
         .iter()
         .filter_map(|key| {
-            let mut mac = Hmac::<Sha256>::new_from_slice(key).ok()?;
+            let mut mac = Hmac::<Sha256>::new_from_slice(key.expose()).ok()?;
             mac.update(id.as_bytes());
             mac.update(b".");
             mac.update(timestamp.to_string().as_bytes());
@@ -34,7 +35,7 @@ pub fn signature(secrets: &[Vec<u8>], id: &str, timestamp: i64, body: &[u8]) -> 
 pub async fn send(
     http: &reqwest::Client,
     url: &url::Url,
-    secrets: &[Vec<u8>],
+    secrets: &[SigningKey],
     id: &str,
     body: &str,
 ) -> Result<Answer, Failure> {
@@ -64,7 +65,7 @@ mod tests {
             .decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
             .unwrap();
         let sig = signature(
-            &[key],
+            &[SigningKey::new(key)],
             "msg_p5jXN8AQM9LWM0D4loKWxJek",
             1614265330,
             br#"{"test": 2432232314}"#,

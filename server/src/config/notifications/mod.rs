@@ -158,6 +158,28 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// A webhook signing key's bytes; `Debug` shows `<secret>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SigningKey(Vec<u8>);
+
+impl SigningKey {
+    /// A key of these bytes (the configuration checks their length).
+    pub fn new(bytes: Vec<u8>) -> SigningKey {
+        SigningKey(bytes)
+    }
+
+    /// The key bytes, for the one place that signs.
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
 /// How mail leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SmtpTls {
@@ -192,7 +214,7 @@ pub enum Target {
         /// Endpoint.
         url: url::Url,
         /// Signing keys.
-        secrets: Vec<Vec<u8>>,
+        secrets: Vec<SigningKey>,
     },
     /// A Slack incoming webhook.
     Slack {
@@ -511,12 +533,12 @@ impl SecretSource {
 }
 
 /// The key bytes of a `whsec_<base64>` secret.
-fn webhook_key(key: &str, secret: &str) -> Result<Vec<u8>, ConfigError> {
+fn webhook_key(key: &str, secret: &str) -> Result<SigningKey, ConfigError> {
     let bytes = secret
         .strip_prefix("whsec_")
         .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
     match bytes {
-        Some(b) if (24..=64).contains(&b.len()) => Ok(b),
+        Some(b) if (24..=64).contains(&b.len()) => Ok(SigningKey(b)),
         _ => Err(ConfigError::new(
             key,
             "must be `whsec_` and the base64 of 24 to 64 random bytes (e.g. \
