@@ -6,7 +6,8 @@
 #
 # Usage:
 #   scripts/notify-receivers.sh install           create the venv (idempotent)
-#   scripts/notify-receivers.sh run --secret S    install, then run the receivers (prints their ports)
+#   scripts/notify-receivers.sh run --secret S --ca-out FILE
+#                                                 install, then run the receivers (prints their ports)
 #
 # Environment:
 #   BREAKGLASS_CACHE   cache root (default /var/cache/breakglass); venv in $BREAKGLASS_CACHE/venv-receivers
@@ -19,17 +20,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 STANDARDWEBHOOKS_VERSION="1.3.0"
 AIOSMTPD_VERSION="1.4.6"
 JSONSCHEMA_VERSION="4.26.0"
+TRUSTME_VERSION="1.2.1"
 VENV="$CACHE/venv-receivers"
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 installed() {
     [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c "
 import importlib.metadata as m, sys
-sys.exit(m.version('standardwebhooks') != '$STANDARDWEBHOOKS_VERSION' or m.version('aiosmtpd') != '$AIOSMTPD_VERSION' or m.version('jsonschema') != '$JSONSCHEMA_VERSION')" 2>/dev/null
+sys.exit(m.version('standardwebhooks') != '$STANDARDWEBHOOKS_VERSION' or m.version('aiosmtpd') != '$AIOSMTPD_VERSION' or m.version('jsonschema') != '$JSONSCHEMA_VERSION' or m.version('trustme') != '$TRUSTME_VERSION')" 2>/dev/null
 }
 
 cmd_install() {
-    venv_install "$VENV" "standardwebhooks==$STANDARDWEBHOOKS_VERSION aiosmtpd==$AIOSMTPD_VERSION jsonschema==$JSONSCHEMA_VERSION" installed
+    venv_install "$VENV" "standardwebhooks==$STANDARDWEBHOOKS_VERSION aiosmtpd==$AIOSMTPD_VERSION jsonschema==$JSONSCHEMA_VERSION trustme==$TRUSTME_VERSION" installed
 }
 
 cmd_run() { cmd_install; exec "$VENV/bin/python" "$HERE/e2e/receivers/receiver.py" "$@"; }

@@ -7,11 +7,14 @@
   it with `jsonschema` and what does not fit is logged with the delivery.
 - POST /slack: the Block Kit message checked for the shape Slack accepts (header, sections,
   actions whose buttons are links); problems are logged.
-- SMTP (aiosmtpd): every mail, parsed, with its plain-text and HTML parts.
+- SMTP (aiosmtpd): every mail, parsed, with its plain-text and HTML parts, on three ports: plain,
+  STARTTLS required, and TLS from the first byte; the last two with a certificate for 127.0.0.1
+  from a CA made here (`trustme`), written to --ca-out for the server to trust.
 - GET /log: everything logged, as JSON. POST /mode/{up,down,hang}: answer normally, 503, or
   not at all for a minute.
 
-Prints one JSON line {"http": PORT, "smtp": PORT} once listening, then serves until killed.
+Prints one JSON line {"http": PORT, "smtp": PORT, "smtp_starttls": PORT, "smtp_tls": PORT} once
+listening, then serves until killed.
 """
 
 import argparse
@@ -19,12 +22,14 @@ import email
 import email.policy
 import json
 import socket
+import ssl
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jsonschema
+import trustme
 from aiosmtpd.controller import Controller
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -151,6 +156,9 @@ class Mailbox:
             "message_id": str(msg["message-id"]),
             "text": parts.get("plain", ""),
             "html": parts.get("html", ""),
+            # STARTTLS sets the session's; TLS from the first byte is the transport's own.
+            "tls": session.ssl is not None
+            or server.transport.get_extra_info("ssl_object") is not None,
         })
         return "250 Message accepted for delivery"
 
@@ -158,20 +166,34 @@ class Mailbox:
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--secret", required=True)
+    p.add_argument("--ca-out", required=True)
     args = p.parse_args()
     http = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(args.secret))
     http.daemon_threads = True
-    # aiosmtpd checks its server by connecting to the port it was given: give it a free one.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        smtp_port = s.getsockname()[1]
-    smtp = Controller(Mailbox(), hostname="127.0.0.1", port=smtp_port)
-    smtp.start()
-    print(json.dumps({"http": http.server_address[1], "smtp": smtp_port}), flush=True)
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(args.ca_out)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(tls)
+    ports = {"http": http.server_address[1]}
+    servers = []
+    for name, kwargs in [
+        ("smtp", {}),
+        ("smtp_starttls", {"require_starttls": True, "tls_context": tls}),
+        ("smtp_tls", {"ssl_context": tls}),
+    ]:
+        # aiosmtpd checks its server by connecting to the port it was given: give it a free one.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports[name] = s.getsockname()[1]
+        c = Controller(Mailbox(), hostname="127.0.0.1", port=ports[name], **kwargs)
+        c.start()
+        servers.append(c)
+    print(json.dumps(ports), flush=True)
     try:
         http.serve_forever()
     finally:
-        smtp.stop()
+        for c in servers:
+            c.stop()
 
 
 if __name__ == "__main__":

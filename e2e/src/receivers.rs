@@ -19,9 +19,16 @@ pub struct Receivers {
     child: Child,
     /// The HTTP port (`/webhook`, `/slack`, `/log`, `/mode/...`).
     pub http: u16,
-    /// The SMTP port.
+    /// The plain SMTP port.
     pub smtp: u16,
+    /// The SMTP port that requires STARTTLS.
+    pub smtp_starttls: u16,
+    /// The SMTP port with TLS from the first byte.
+    pub smtp_tls: u16,
+    /// The CA (PEM) that issued the TLS ports' certificate (for 127.0.0.1).
+    pub ca_file: std::path::PathBuf,
     client: reqwest::Client,
+    _dir: tempfile::TempDir,
 }
 
 impl Receivers {
@@ -31,8 +38,11 @@ impl Receivers {
             env!("CARGO_MANIFEST_DIR"),
             "/../scripts/notify-receivers.sh"
         );
+        let dir = tempfile::tempdir().unwrap();
+        let ca_file = dir.path().join("ca.pem");
         let mut child = Command::new("bash")
-            .args([script, "run", "--secret", SECRET])
+            .args([script, "run", "--secret", SECRET, "--ca-out"])
+            .arg(&ca_file)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -43,11 +53,16 @@ impl Receivers {
             .unwrap();
         let ports: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("the receivers did not start ({e}): {line:?}"));
+        let port = |name: &str| u16::try_from(ports[name].as_u64().unwrap()).unwrap();
         Receivers {
             child,
-            http: u16::try_from(ports["http"].as_u64().unwrap()).unwrap(),
-            smtp: u16::try_from(ports["smtp"].as_u64().unwrap()).unwrap(),
+            http: port("http"),
+            smtp: port("smtp"),
+            smtp_starttls: port("smtp_starttls"),
+            smtp_tls: port("smtp_tls"),
+            ca_file,
             client: reqwest::Client::new(),
+            _dir: dir,
         }
     }
 

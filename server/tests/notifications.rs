@@ -514,3 +514,79 @@ async fn deliveries_a_dead_replica_had_claimed_are_delivered_by_another() {
         );
     }
 }
+
+#[tokio::test]
+async fn mail_goes_over_starttls_or_tls_and_never_to_a_server_it_cannot_trust() {
+    let rx = Receivers::start();
+    let cases = [
+        ("starttls", rx.smtp_starttls, true),
+        ("tls", rx.smtp_tls, true),
+        ("starttls", rx.smtp_starttls, false),
+    ];
+    for (mode, port, trusted) in cases {
+        let ca = if trusted {
+            format!("ca_file = \"{}\"\n", rx.ca_file.display())
+        } else {
+            String::new()
+        };
+        let text = format!(
+            "timeout_seconds = 2\nfirst_retry_seconds = 1\n\
+             [[email]]\nname = \"mail\"\nto = [\"oncall@example.com\"]\n\
+             [smtp]\nhost = \"127.0.0.1\"\nport = {port}\ntls = \"{mode}\"\n\
+             from = \"breakglass@example.com\"\n{ca}"
+        );
+        let file = FileConfig {
+            notifications: toml::from_str(&text).unwrap(),
+            environments: demo_environments()
+                .into_iter()
+                .map(|mut e| {
+                    e.notify = vec!["mail".into()];
+                    e
+                })
+                .collect(),
+            ..common::dev_users(&[("alice", "engineers"), ("bob", "sre"), ("carol", "admins")])
+        };
+        let s = common::server_with("sqlite", None, file).await;
+        let id = request(&s, "prod").await;
+        let case = format!("{mode}, CA trusted: {trusted}");
+        if trusted {
+            let log = rx
+                .until("the mail", |log| {
+                    of_kind(log, "mail")
+                        .iter()
+                        .any(|m| m["text"].as_str().unwrap().contains(&id))
+                })
+                .await;
+            let mail = of_kind(&log, "mail")
+                .into_iter()
+                .find(|m| m["text"].as_str().unwrap().contains(&id))
+                .unwrap();
+            assert_eq!(mail["tls"], true, "{case}: {mail:#}");
+            continue;
+        }
+        // An unknown issuer: the attempt fails and says why; nothing is sent in the clear.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let error = loop {
+            let rows = s.ctx.store.deliveries(None, 10).await.unwrap();
+            if let Some(e) = rows.iter().find_map(|d| d.last_error.clone()) {
+                break e;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{case}: no attempt failed: {rows:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(
+            error.to_lowercase().contains("certificate"),
+            "{case}: {error}"
+        );
+        let log = rx.log().await;
+        assert!(
+            !of_kind(&log, "mail")
+                .iter()
+                .any(|m| m["text"].as_str().unwrap().contains(&id)),
+            "{case}: the mail went out anyway"
+        );
+    }
+}

@@ -9,6 +9,7 @@ use breakglass_shared::notify::{NoticeKind, Notification};
 use breakglass_shared::Permission;
 use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
 use super::{Answer, Failure};
@@ -132,15 +133,24 @@ pub async fn send(
     let mail = b
         .multipart(MultiPart::alternative_plain_html(text, html))
         .map_err(|e| bad(&e))?;
-    let builder = match smtp.tls {
-        SmtpTls::Tls => AsyncSmtpTransport::<Tokio1Executor>::relay(&smtp.host),
-        SmtpTls::StartTls => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&smtp.host),
-        SmtpTls::None => Ok(AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(
-            &smtp.host,
-        )),
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host)
+        .port(smtp.port)
+        .timeout(Some(timeout));
+    if smtp.tls != SmtpTls::None {
+        let settings = |e: lettre::transport::smtp::Error| {
+            Failure::permanent(None, format!("the mail server's TLS settings: {e}"))
+        };
+        let mut params = TlsParameters::builder(smtp.host.clone());
+        if let Some(pem) = &smtp.ca_pem {
+            params = params.add_root_certificate(Certificate::from_pem(pem).map_err(settings)?);
+        }
+        let params = params.build_rustls().map_err(settings)?;
+        // STARTTLS is required, never opportunistic: a mail is not sent in the clear.
+        builder = builder.tls(match smtp.tls {
+            SmtpTls::Tls => Tls::Wrapper(params),
+            _ => Tls::Required(params),
+        });
     }
-    .map_err(|e| Failure::permanent(None, format!("the mail server's settings: {e}")))?;
-    let mut builder = builder.port(smtp.port).timeout(Some(timeout));
     if let Some((user, password)) = &smtp.credentials {
         builder = builder.credentials(Credentials::new(
             user.clone(),

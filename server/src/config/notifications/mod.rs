@@ -139,6 +139,8 @@ pub struct SmtpFile {
     pub password_env: Option<String>,
     /// The sender address.
     pub from: String,
+    /// A CA certificate file (PEM) to trust besides the public roots (a private relay's).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// A value never printed: `Debug` shows `<secret>`.
@@ -204,6 +206,8 @@ pub struct Smtp {
     pub credentials: Option<(String, Secret)>,
     /// Sender.
     pub from: String,
+    /// Extra trusted CA certificates (PEM), checked at start.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// Where a receiver's messages go.
@@ -482,7 +486,26 @@ impl SmtpFile {
                 ))
             }
         };
+        let ca_pem = self
+            .ca_file
+            .map(|f| {
+                let pem = std::fs::read(&f).map_err(|e| {
+                    ConfigError::new(
+                        "notifications.smtp.ca_file",
+                        format!("cannot read {}: {e}", f.display()),
+                    )
+                })?;
+                lettre::transport::smtp::client::Certificate::from_pem(&pem).map_err(|e| {
+                    ConfigError::new(
+                        "notifications.smtp.ca_file",
+                        format!("{} holds no PEM certificate: {e}", f.display()),
+                    )
+                })?;
+                Ok(pem)
+            })
+            .transpose()?;
         Ok(Smtp {
+            ca_pem,
             port: self.port.unwrap_or(match tls {
                 SmtpTls::Tls => 465,
                 SmtpTls::StartTls => 587,
