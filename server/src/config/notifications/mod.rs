@@ -10,15 +10,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use base64::Engine;
 use breakglass_shared::notify::NoticeKind;
 use serde::Deserialize;
 
 use super::{within, ConfigError};
 
 mod route;
+mod secret;
 
 pub use route::Route;
+use secret::{webhook_key, SecretSource};
+pub use secret::{Secret, SigningKey};
 
 /// `[notifications]`.
 #[derive(Debug, Default, Deserialize)]
@@ -56,15 +58,6 @@ pub enum Addresses {
     One(String),
     /// Several.
     Many(Vec<String>),
-}
-
-/// A secret given inline, in a file, or in an environment variable: exactly one of them.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretSource {
-    value: Option<String>,
-    file: Option<PathBuf>,
-    env: Option<String>,
 }
 
 /// `[[notifications.webhooks]]` (the contract: `name`, `url`, and `secret` or `secret_file`).
@@ -141,45 +134,6 @@ pub struct SmtpFile {
     pub from: String,
     /// A CA certificate file (PEM) to trust besides the public roots (a private relay's).
     pub ca_file: Option<PathBuf>,
-}
-
-/// A value never printed: `Debug` shows `<secret>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// The value, for the one place that uses it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<secret>")
-    }
-}
-
-/// A webhook signing key's bytes; `Debug` shows `<secret>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SigningKey(Vec<u8>);
-
-impl SigningKey {
-    /// A key of these bytes (the configuration checks their length).
-    pub fn new(bytes: Vec<u8>) -> SigningKey {
-        SigningKey(bytes)
-    }
-
-    /// The key bytes, for the one place that signs.
-    pub fn expose(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for SigningKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<secret>")
-    }
 }
 
 /// How mail leaves.
@@ -516,57 +470,6 @@ impl SmtpFile {
             credentials,
             from: self.from,
         })
-    }
-}
-
-impl SecretSource {
-    fn given(&self) -> bool {
-        self.value.is_some() || self.file.is_some() || self.env.is_some()
-    }
-
-    /// The one value given, trimmed; `key.name`, `key.name_file`, `key.name_env` are its keys.
-    fn read(&self, key: &str, name: &str) -> Result<String, ConfigError> {
-        let text = match (&self.value, &self.file, &self.env) {
-            (Some(v), None, None) => v.clone(),
-            (None, Some(f), None) => std::fs::read_to_string(f).map_err(|e| {
-                ConfigError::new(
-                    format!("{key}.{name}_file"),
-                    format!("cannot read {}: {e}", f.display()),
-                )
-            })?,
-            (None, None, Some(var)) => std::env::var(var).map_err(|_| {
-                ConfigError::new(
-                    format!("{key}.{name}_env"),
-                    format!("the environment variable {var} is not set"),
-                )
-            })?,
-            _ => {
-                return Err(ConfigError::new(
-                    format!("{key}.{name}"),
-                    format!("give exactly one of `{name}`, `{name}_file` and `{name}_env`"),
-                ))
-            }
-        };
-        let text = text.trim().to_string();
-        if text.is_empty() {
-            return Err(ConfigError::new(format!("{key}.{name}"), "is empty"));
-        }
-        Ok(text)
-    }
-}
-
-/// The key bytes of a `whsec_<base64>` secret.
-fn webhook_key(key: &str, secret: &str) -> Result<SigningKey, ConfigError> {
-    let bytes = secret
-        .strip_prefix("whsec_")
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
-    match bytes {
-        Some(b) if (24..=64).contains(&b.len()) => Ok(SigningKey(b)),
-        _ => Err(ConfigError::new(
-            key,
-            "must be `whsec_` and the base64 of 24 to 64 random bytes (e.g. \
-             `echo whsec_$(head -c 32 /dev/urandom | base64)`); several are separated by spaces",
-        )),
     }
 }
 

@@ -1,5 +1,7 @@
 //! `[notifications]` read and checked.
 
+use base64::Engine;
+
 use super::*;
 
 fn resolve(text: &str) -> Result<Notifications, ConfigError> {
