@@ -12,9 +12,12 @@
 # volume) and /tmp, so it works with a read-only root filesystem. No HEALTHCHECK: Kubernetes
 # probes /healthz and /readyz (deploy/helm/breakglass). CI: .github/workflows/image.yml.
 
-# Base images; pin both by digest for a release build (`docker buildx imagetools inspect IMAGE`).
-ARG RUST_IMAGE=rust:1-bookworm
-ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+# Base images, pinned by the digest of their multi-arch index: a tag moves when its publisher
+# pushes, a digest does not. CI refuses an unpinned one (scripts/check-pins.py). To move to a
+# newer image, read its digest (`docker buildx imagetools inspect rust:1-bookworm`, and the
+# same for the runtime) and replace the pin here.
+ARG RUST_IMAGE=rust:1-bookworm@sha256:93ce27a88655056a51dbdd8f5f2d7ddc071c7b0070fb288a37b5a285fc83971e
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
 
 FROM ${RUST_IMAGE} AS build
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
