@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
 use breakglass_server::config::{demo_environments, FileConfig};
+use common::metrics::{sample, sample_until};
 use common::TestServer;
 
 use receivers::{clean, hooks, of_kind, Receivers, SECRET};
@@ -24,6 +25,10 @@ const ROTATED: &str = "whsec_51nJ97PrPy1sWCnNGJYL2UUBlqopobFl+Bn//mO6ChM=";
 
 #[path = "../../e2e/src/receivers.rs"]
 mod receivers;
+
+const TOTAL: &str = "breakglass_notifications_total";
+const PENDING: &str = "breakglass_notifications_pending";
+const OLDEST: &str = "breakglass_notifications_oldest_pending_seconds";
 
 /// The configuration: the three receivers, `prod` routed to them (escalating to the
 /// webhook only), `dev` to the webhook alone.
@@ -282,24 +287,7 @@ async fn every_event_reaches_its_receivers_signed_once_and_in_their_shape() {
             r.body
         );
         // The metrics count what each receiver took.
-        let families = s.ctx.metrics.registry.gather();
-        let sent = |receiver: &str| {
-            families
-                .iter()
-                .filter(|f| f.name() == "breakglass_notifications_total")
-                .flat_map(prometheus::proto::MetricFamily::get_metric)
-                .filter(|m| {
-                    let labels: Vec<(&str, &str)> = m
-                        .get_label()
-                        .iter()
-                        .map(|l| (l.name(), l.value()))
-                        .collect();
-                    labels.contains(&("receiver", receiver))
-                        && labels.contains(&("outcome", "sent"))
-                })
-                .map(|m| m.get_counter().get_value())
-                .sum::<f64>()
-        };
+        let sent = |receiver| sample(&s, TOTAL, &[("receiver", receiver), ("outcome", "sent")]);
         assert!(
             sent("siem") >= 2.0 && sent("mail") >= 2.0 && sent("chat") >= 2.0,
             "{b}"
@@ -324,6 +312,12 @@ async fn a_receiver_down_for_a_while_gets_everything_once_and_a_hanging_one_hold
             of_kind(&log[from..], "refused").len() >= 2
         })
         .await;
+        let failed = sample(&s, TOTAL, &[("outcome", "failed")]);
+        assert!(failed >= 2.0, "{b}: {failed} failures counted");
+        let waiting = sample_until(&s, PENDING, &[], |v| v >= 1.0).await;
+        assert!(waiting.is_ok(), "{b}: pending gauge {waiting:?} while down");
+        let age = sample_until(&s, OLDEST, &[], |v| v >= 1.0).await;
+        assert!(age.is_ok(), "{b}: oldest pending {age:?} s while down");
         let carol = s.login("carol").await;
         let r = s
             .send(
@@ -352,6 +346,16 @@ async fn a_receiver_down_for_a_while_gets_everything_once_and_a_hanging_one_hold
             })
             .await;
         clean(&log);
+        let drained = sample_until(&s, PENDING, &[], |v| v == 0.0).await;
+        assert!(
+            drained.is_ok(),
+            "{b}: pending gauge {drained:?} after the outage"
+        );
+        let age = sample(&s, OLDEST, &[]);
+        assert_eq!(
+            age, 0.0,
+            "{b}: nothing pending, yet the oldest is {age} s old"
+        );
 
         // A receiver that hangs: the request is answered, the delivery times out and waits.
         rx.mode("hang").await;

@@ -112,14 +112,14 @@ pub trait OutboxStore: Send + Sync {
         until_ms: i64,
         limit: i64,
     ) -> Result<Vec<Delivery>, StoreError>;
-    /// Records `attempt` on delivery `id` if `holder` still has it claimed; whether it had.
-    async fn finish_delivery(
+    /// Records each attempt on its delivery, in one transaction, where `holder` still has it
+    /// claimed; how many it still had.
+    async fn finish_deliveries(
         &self,
-        id: Uuid,
         holder: &str,
-        attempt: &Attempt,
+        outcomes: &[(Uuid, Attempt)],
         now_ms: i64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<u64, StoreError>;
     /// The latest `limit` deliveries, newest first, optionally only those in `state`.
     async fn deliveries(
         &self,
@@ -205,23 +205,53 @@ macro_rules! outbox_sql {
                     .await?)
             }
 
-            async fn finish_delivery(
+            async fn finish_deliveries(
                 &self,
-                id: uuid::Uuid,
                 holder: &str,
-                attempt: &crate::store::outbox::Attempt,
+                outcomes: &[(uuid::Uuid, crate::store::outbox::Attempt)],
                 now_ms: i64,
-            ) -> Result<bool, crate::store::StoreError> {
+            ) -> Result<u64, crate::store::StoreError> {
                 use crate::store::outbox::Attempt;
-                let q = match attempt {
-                    Attempt::Sent(status) => sqlx::query(
-                        "UPDATE breakglass_outbox SET state = 'sent', sent_at_ms = $1, \
-                         last_status = $2, last_error = NULL, claimed_until_ms = 0 \
-                         WHERE id = $3 AND claimed_by = $4 AND state = 'pending'",
-                    )
-                    .bind(now_ms)
-                    .bind(*status),
-                    Attempt::Failed { status, error, retry_at_ms } => sqlx::query(
+                if outcomes.is_empty() {
+                    return Ok(0);
+                }
+                let mut done = 0;
+                let mut tx = self.pool.begin().await?;
+                // What was sent is written in one statement per status code (almost always
+                // one): a round's outcomes cost one commit, not one each.
+                let mut statuses: Vec<Option<i64>> = outcomes
+                    .iter()
+                    .filter_map(|(_, a)| match a {
+                        Attempt::Sent(status) => Some(*status),
+                        Attempt::Failed { .. } => None,
+                    })
+                    .collect();
+                statuses.sort_unstable();
+                statuses.dedup();
+                for status in statuses {
+                    let mut q = sqlx::QueryBuilder::<$db>::new(
+                        "UPDATE breakglass_outbox SET state = 'sent', sent_at_ms = ",
+                    );
+                    q.push_bind(now_ms)
+                        .push(", last_status = ")
+                        .push_bind(status)
+                        .push(", last_error = NULL, claimed_until_ms = 0 WHERE claimed_by = ")
+                        .push_bind(holder)
+                        .push(" AND state = 'pending' AND id IN (");
+                    let mut ids = q.separated(", ");
+                    for (id, a) in outcomes {
+                        if *a == Attempt::Sent(status) {
+                            ids.push_bind(*id);
+                        }
+                    }
+                    q.push(")");
+                    done += q.build().execute(&mut *tx).await?.rows_affected();
+                }
+                for (id, a) in outcomes {
+                    let Attempt::Failed { status, error, retry_at_ms } = a else {
+                        continue;
+                    };
+                    done += sqlx::query(
                         "UPDATE breakglass_outbox SET state = $1, next_at_ms = $2, \
                          last_status = $3, last_error = $4, claimed_until_ms = 0 \
                          WHERE id = $5 AND claimed_by = $6 AND state = 'pending'",
@@ -229,10 +259,15 @@ macro_rules! outbox_sql {
                     .bind(if retry_at_ms.is_some() { "pending" } else { "dead" })
                     .bind(retry_at_ms.unwrap_or(now_ms))
                     .bind(*status)
-                    .bind(error.as_str()),
-                };
-                let done = q.bind(id).bind(holder).execute(&self.pool).await?;
-                Ok(done.rows_affected() == 1)
+                    .bind(error.as_str())
+                    .bind(*id)
+                    .bind(holder)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                }
+                tx.commit().await?;
+                Ok(done)
             }
 
             async fn deliveries(

@@ -3,6 +3,7 @@
 //! as the demo users and calls the router in-process with `oneshot`.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod metrics;
 pub mod sse;
 
 use std::sync::Arc;
