@@ -174,15 +174,24 @@ pub fn TimeLeft(
 /// element matching one of `selectors`, so a control that went away with the change it made
 /// does not drop focus onto `<body>`. Tries for a few frames: the replacement may render late.
 pub fn focus_soon(selectors: Vec<String>) {
-    focus_within_frames(selectors, 30);
+    focus_within_frames(selectors, 30, false);
 }
 
-fn focus_within_frames(selectors: Vec<String>, frames: u32) {
+/// Like [`focus_soon`], but gives way when something else took the focus in the meantime
+/// (a question that opened again in the rebuilt view focuses its own button first).
+pub fn refocus_if_lost(selectors: Vec<String>) {
+    focus_within_frames(selectors, 30, true);
+}
+
+fn focus_within_frames(selectors: Vec<String>, frames: u32, only_if_lost: bool) {
     use wasm_bindgen::JsCast;
     request_animation_frame(move || {
         let Some(doc) = web_sys::window().and_then(|w| w.document()) else {
             return;
         };
+        if only_if_lost && !focus_lost() {
+            return;
+        }
         for sel in &selectors {
             if let Some(el) = doc
                 .query_selector(sel)
@@ -195,7 +204,7 @@ fn focus_within_frames(selectors: Vec<String>, frames: u32) {
             }
         }
         if frames > 0 {
-            focus_within_frames(selectors, frames - 1);
+            focus_within_frames(selectors, frames - 1, only_if_lost);
         }
     });
 }

@@ -11,7 +11,7 @@ use crate::api::{self, links};
 use crate::auth::use_auth;
 use crate::components::actions::SessionActions;
 use crate::components::common::{
-    dynv, focus_lost, focus_soon, Age, ErrorNotice, Loading, TimeLeft,
+    dynv, focus_lost, refocus_if_lost, Age, ErrorNotice, Loading, TimeLeft,
 };
 use crate::components::terminal::Terminal;
 use crate::fetch::{fetch, Fetch};
@@ -112,7 +112,7 @@ pub fn SessionPanel(
     Effect::new(move |prev: Option<Option<(SessionState, i64)>>| {
         let now = state.get();
         if prev.is_some_and(|p| p != now) && had_focus.get_untracked() && focus_lost() {
-            focus_soon(vec![format!("#panel-{id}")]);
+            refocus_if_lost(vec![format!("#panel-{id}")]);
         }
         now
     });
