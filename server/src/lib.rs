@@ -101,9 +101,10 @@ pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
 ///
 /// What `axum::serve` does, plus a deadline for each request's head: without a timer, a client
 /// sending its headers a byte at a time holds a connection (and a task) for as long as it
-/// likes, and enough of them take every socket the server may open; and a bound on the open
-/// connections (`http::sockets`). The body and the answer have their own bounds
-/// (`http::limits`).
+/// likes, and enough of them take every socket the server may open; a bound on the open
+/// connections (`http::sockets`); and the same deadline for an HTTP/2 connection with no open
+/// stream (`http::idle`), which hyper would keep for good. The body and the answer have their
+/// own bounds (`http::limits`).
 async fn serve_http<L>(
     mut listener: L,
     router: axum::Router,
@@ -113,7 +114,9 @@ async fn serve_http<L>(
 ) where
     L: axum::serve::Listener<Addr = std::net::SocketAddr>,
 {
+    use axum::http::Request;
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use std::convert::Infallible;
     use tower::ServiceExt as _;
 
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -126,7 +129,9 @@ async fn serve_http<L>(
         .http2()
         .timer(TokioTimer::new())
         .enable_connect_protocol();
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Every connection's task holds a sender; the receiver ends when the last one has gone.
+    let (stopping, _) = tokio::sync::watch::channel(false);
+    let (alive, mut all_done) = tokio::sync::mpsc::channel::<()>(1);
     tokio::pin!(signal);
     loop {
         let (io, peer) = tokio::select! {
@@ -138,36 +143,72 @@ async fn serve_http<L>(
             tracing::debug!(%peer, "connection refused: the connection bounds are reached");
             continue;
         };
-        let service =
-            router
-                .clone()
-                .map_request(move |req: axum::http::Request<hyper::body::Incoming>| {
-                    let mut req = req.map(axum::body::Body::new);
-                    req.extensions_mut()
-                        .insert(axum::extract::ConnectInfo(peer));
-                    req
-                });
         let builder = builder.clone();
-        let watcher = graceful.watcher();
+        let router = router.clone();
+        let mut stop = stopping.subscribe();
+        let alive = alive.clone();
         tokio::spawn(async move {
+            let _alive = alive;
             let io = http::sockets::Counted::new(io, ticket);
             let Some(io) = http::sockets::opening(io, head_timeout).await else {
                 tracing::debug!(%peer, "connection closed: it named no protocol in time");
                 return;
             };
-            let conn = builder
-                .serve_connection_with_upgrades(
-                    TokioIo::new(io),
-                    hyper_util::service::TowerToHyperService::new(service),
-                )
-                .into_owned();
-            if let Err(e) = watcher.watch(conn).await {
+            let h2 = io.is_http2();
+            let activity = http::idle::Activity::new();
+            // Each request carries the peer's address and a `Busy` for its stream, which its
+            // answer's body holds until it has been sent (and a WebSocket's handler for as long
+            // as the socket is open).
+            let counted = activity.clone();
+            let service = tower::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let busy = counted.busy();
+                let mut req = req.map(axum::body::Body::new);
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                req.extensions_mut().insert(busy.clone());
+                let router = router.clone();
+                async move {
+                    let res = router.oneshot(req).await?;
+                    Ok::<_, Infallible>(res.map(|b| http::idle::hold(b, busy)))
+                }
+            });
+            let service = hyper_util::service::TowerToHyperService::new(service);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+            tokio::pin!(conn);
+            let idle = async {
+                if h2 {
+                    activity.idle_for(head_timeout).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let server_stops = async {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            // An idle HTTP/2 connection is shut down, and dropped if it has not ended within
+            // the timeout (a peer that never acknowledges the shutdown holds nothing); at the
+            // server's stop, every connection is shut down and what runs on it may finish.
+            let ended = tokio::select! {
+                r = conn.as_mut() => r,
+                () = idle => {
+                    tracing::debug!(%peer, "closing an HTTP/2 connection with no open stream");
+                    conn.as_mut().graceful_shutdown();
+                    tokio::time::timeout(head_timeout, conn).await.unwrap_or(Ok(()))
+                }
+                () = server_stops => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    stopping.send_replace(true);
+    drop(alive);
+    let _ = all_done.recv().await;
 }
 
 /// Every accepted connection with `TCP_NODELAY`: the terminal's echo goes out as small

@@ -2,7 +2,8 @@
 //! silent connections count from the moment they are accepted, one past a bound is closed at
 //! once, the connections already open keep being served, and a closed one gives its place back;
 //! a connection that names no protocol (or stops inside HTTP/2's preface) is closed at the
-//! request timeout.
+//! request timeout, and so is one idle after it: HTTP/1.1 kept alive, HTTP/2 stopped inside a
+//! header block or with no stream open (while one with an open stream is kept).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -124,4 +125,124 @@ async fn a_connection_that_names_no_protocol_in_time_is_closed() {
     assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
     child.kill().unwrap();
     let _ = child.wait();
+}
+
+/// Reads `tcp` until the server closes it; whether it did within 10 s.
+async fn closed_within_10s(tcp: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 1024];
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout_at(until, tcp.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// HTTP/2's preface and an empty SETTINGS frame.
+const H2_START: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+#[tokio::test]
+async fn http2_connections_with_no_open_stream_are_closed_and_open_streams_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url) =
+        common::real_server(dir.path(), "[limits]\nrequest_timeout_seconds = 1\n");
+
+    // Stopped inside a header block: HEADERS for stream 1 without END_HEADERS, then nothing.
+    let mut cut = connect_from("127.0.0.1", &url).await;
+    cut.write_all(H2_START).await.unwrap();
+    cut.write_all(b"\x00\x00\x02\x01\x01\x00\x00\x00\x01\x82\x86")
+        .await
+        .unwrap();
+    // The preface and settings, and never a stream.
+    let mut quiet = connect_from("127.0.0.1", &url).await;
+    quiet.write_all(H2_START).await.unwrap();
+    // HTTP/1.1 kept alive after an answer.
+    let mut kept = connect_from("127.0.0.1", &url).await;
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    for (what, tcp) in [
+        ("inside a header block", &mut cut),
+        ("no stream", &mut quiet),
+        ("HTTP/1.1 keep-alive", &mut kept),
+    ] {
+        assert!(
+            closed_within_10s(tcp).await,
+            "{what}: still open after 10 s"
+        );
+    }
+
+    // A real client: a request answered, then idle, and the server ends the connection.
+    let (client, conn) = h2::client::handshake(connect_from("127.0.0.1", &url).await)
+        .await
+        .unwrap();
+    let mut conn = tokio::spawn(conn);
+    let (status, _) = get(&client, &url, "/healthz", None).await;
+    assert_eq!(status, 200);
+    let ended = tokio::time::timeout(Duration::from_secs(10), &mut conn).await;
+    assert!(
+        ended.is_ok(),
+        "an idle HTTP/2 connection still open after 10 s"
+    );
+
+    // A stream that stays open (the live updates) keeps its connection past the limit, and
+    // the connection still takes requests.
+    let (client, conn) = h2::client::handshake(connect_from("127.0.0.1", &url).await)
+        .await
+        .unwrap();
+    let mut conn = tokio::spawn(conn);
+    let login = http::Request::post(format!("http://{url}/api/breakglass/auth/dev-login"))
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let (answer, mut body) = client
+        .clone()
+        .ready()
+        .await
+        .unwrap()
+        .send_request(login, false)
+        .unwrap();
+    body.send_data(br#"{"user":"alice"}"#.to_vec().into(), true)
+        .unwrap();
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let cookie = answer
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (status, _stream) = get(&client, &url, "/api/breakglass/events", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    let early = tokio::time::timeout(Duration::from_secs(3), &mut conn).await;
+    assert!(early.is_err(), "the connection ended with a stream open");
+    let (status, _) = get(&client, &url, "/healthz", None).await;
+    assert_eq!(status, 200, "the connection no longer takes requests");
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+/// GETs `path` on an HTTP/2 connection; the status and the body, left open.
+async fn get(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    url: &str,
+    path: &str,
+    cookie: Option<&str>,
+) -> (u16, h2::RecvStream) {
+    let mut req = http::Request::get(format!("http://{url}{path}"));
+    if let Some(c) = cookie {
+        req = req.header("cookie", c);
+    }
+    let (answer, _) = client
+        .clone()
+        .ready()
+        .await
+        .unwrap()
+        .send_request(req.body(()).unwrap(), true)
+        .unwrap();
+    let answer = answer.await.unwrap();
+    (answer.status().as_u16(), answer.into_body())
 }

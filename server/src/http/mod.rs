@@ -33,6 +33,7 @@ pub mod extensions;
 pub mod extract;
 pub mod headers;
 pub mod host;
+pub mod idle;
 pub mod limits;
 pub mod locks;
 pub mod notifications;

@@ -144,6 +144,13 @@ impl<IO> Counted<IO> {
     }
 }
 
+impl<IO> Counted<IO> {
+    /// Whether [`opening`] read HTTP/2's preface: the connection speaks HTTP/2.
+    pub fn is_http2(&self) -> bool {
+        self.prefix == H2_PREFACE
+    }
+}
+
 impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,

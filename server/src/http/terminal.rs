@@ -27,6 +27,7 @@ pub async fn terminal(
     headers: HeaderMap,
     SessionId(id): SessionId,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    busy: Option<axum::Extension<crate::http::idle::Busy>>,
 ) -> Result<Response, ApiError> {
     // Without the upgrade headers axum answers in plain text; this API answers in its body.
     let ws = ws.map_err(|e| {
@@ -52,5 +53,9 @@ pub async fn terminal(
         // 128 KiB read buffer is zero-filled on the first read and then held by every open
         // terminal, idle or not (BENCHMARKS.md, "Relay and recording").
         .read_buffer_size(READ_BUFFER)
-        .on_upgrade(move |socket| async move { relay.serve(socket, id, holder).await }))
+        .on_upgrade(move |socket| async move {
+            // Over HTTP/2 the socket is a stream of its connection: open while it is.
+            let _open = busy;
+            relay.serve(socket, id, holder).await;
+        }))
 }
