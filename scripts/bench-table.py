@@ -24,6 +24,7 @@ import sys
 FIGURES = {
     # e2e/benches/relay.rs
     "relay-keystroke": (("p50", "p95", "p99"), 3, 3),
+    "silent-connections": (("p99",), 1, 1),
     "relay-bulk": (("median",), 3, 3),
     "recording-bulk": (("median",), 3, 3),
     "idle-rss": (("total",), 3, 3),

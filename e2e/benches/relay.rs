@@ -9,6 +9,8 @@
 //!   one recording into its local directory. The server has no "recording off" (no recording,
 //!   no session), so the baseline is the cheapest recording it has: the same in-memory cast
 //!   writer, its segments on the local disk;
+//! - `silent-connections`: a keystroke's echo through the relay while 1,000 connections that
+//!   send nothing are held open against the server, vs the same terminal with none;
 //! - `idle-rss`, `idle-cpu`: what N open, idle terminals cost the server process, from
 //!   `/proc/<pid>`, vs the same server with none open.
 //!
@@ -30,6 +32,8 @@ use serde_json::json;
 
 #[path = "relay/idle.rs"]
 mod idle;
+#[path = "relay/silent.rs"]
+mod silent;
 #[path = "relay/term.rs"]
 mod term;
 
@@ -55,6 +59,9 @@ async fn main() {
     let b = prepare().await;
     if bench::part("relay") {
         relay_figures(&b).await;
+    }
+    if bench::part("silent") {
+        silent_figure(&b).await;
     }
     if bench::part("idle") {
         idle_figures(&b).await;
@@ -185,7 +192,7 @@ async fn prepare() -> Bench {
     std::mem::forget(ns);
     let pods: Api<Pod> = Api::namespaced(admin, &ns_name);
     let idle_pods = idle_sizes().last().unwrap().div_ceil(SESSIONS_PER_POD);
-    let mut names: Vec<String> = ["direct", "relay-local", "relay-s3", "warm-up"]
+    let mut names: Vec<String> = ["direct", "relay-local", "relay-s3", "silent", "warm-up"]
         .map(String::from)
         .to_vec();
     names.extend((0..idle_pods).map(|i| format!("idle-{i}")));
@@ -251,6 +258,43 @@ async fn keystroke_figures(direct: &mut impl Term, relayed: &mut impl Term) {
             });
         }
     }
+}
+
+/// `silent-connections`: a keystroke's echo through the relay while connections that never
+/// send a byte are held open against the server, vs the same terminal with none; halves
+/// alternated, so a busy minute of the machine falls on both.
+async fn silent_figure(b: &Bench) {
+    let (conns, n) = if bench::short() {
+        (50, 20)
+    } else {
+        (1000, 600)
+    };
+    let server = ServerProcess::start(&b.config, &b.dir.path().join("silent"), &[])
+        .await
+        .unwrap();
+    let (alice, id) = one_session(&server, &b.ns, "silent").await;
+    let mut relayed = Relayed(term::open(&server, &alice, &id).await.unwrap());
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let (mut base, mut ours) = (Vec::new(), Vec::new());
+    for half in [n / 2, n - n / 2] {
+        base.extend(term::keystrokes(&mut relayed, 1, half).await);
+        let held = silent::hold(&addr, conns).await;
+        ours.extend(term::keystrokes(&mut relayed, 1, half).await);
+        drop(held);
+    }
+    let (base, ours) = (Dist::from_durations(&base), Dist::from_durations(&ours));
+    bench::report(
+        &Figure::new(
+            "silent-connections",
+            "p99",
+            "ms",
+            base.p(0.99),
+            ours.p(0.99),
+        )
+        .size(format!("connections={conns},bytes=1,n={n}"))
+        .baseline_is("the same terminal with no silent connection")
+        .target(Target::PlusAtMost(1.0)),
+    );
 }
 
 /// Runs of each bulk size on each side at the full sizes (a 100 MB run takes about 7 s).
