@@ -1,7 +1,8 @@
 //! The Helm chart (`deploy/helm/breakglass`) with the pinned Helm (`scripts/helm.sh`): `helm
 //! lint` with both example value files; their `helm template` output applied with a
 //! server-side dry run to a real kube-apiserver; the chart's refusals (an Ingress without TLS,
-//! two replicas on SQLite, keys the chart owns); and its standing RBAC compared, object by
+//! two replicas on SQLite, keys the chart owns); what it fences (`fences.rs`: the binder role
+//! only beside the grant policy, the NetworkPolicy); and its standing RBAC compared, object by
 //! object, with what `breakglass-server policies render` gives for the same configuration and
 //! identity.
 #![allow(clippy::unwrap_used)]
@@ -61,11 +62,22 @@ fn helm(args: &[&str]) -> anyhow::Result<Output> {
 }
 
 /// `helm template` of the chart in `namespace` with `values` and `--set` pairs: the output,
-/// or Helm's error text.
+/// or Helm's error text. The admission policies count as applied separately unless `set` says
+/// otherwise: `helm template` cannot look into a cluster for them.
 fn template(
     namespace: &str,
     values: &Path,
     set: &[&str],
+) -> anyhow::Result<Result<String, String>> {
+    template_with(namespace, &[values], set, &[])
+}
+
+/// [`template`] with several values files and extra arguments (such as `--dry-run=server`).
+fn template_with(
+    namespace: &str,
+    values: &[&Path],
+    set: &[&str],
+    extra: &[&str],
 ) -> anyhow::Result<Result<String, String>> {
     let chart = chart();
     let mut args = vec![
@@ -74,12 +86,14 @@ fn template(
         chart.to_str().context("chart path")?,
         "--namespace",
         namespace,
-        "-f",
-        values.to_str().context("values path")?,
     ];
-    for s in set {
+    for v in values {
+        args.extend(["-f", v.to_str().context("values path")?]);
+    }
+    for s in std::iter::once(&ACKNOWLEDGED).chain(set) {
         args.extend(["--set", s]);
     }
+    args.extend(extra);
     let out = helm(&args)?;
     Ok(if out.status.success() {
         Ok(String::from_utf8(out.stdout)?)
@@ -87,6 +101,9 @@ fn template(
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
     })
 }
+
+/// The value that says the admission policies are applied by other means.
+const ACKNOWLEDGED: &str = "rbac.admissionPoliciesAppliedSeparately=true";
 
 fn rendered(namespace: &str, values: &Path, set: &[&str]) -> anyhow::Result<String> {
     template(namespace, values, set)?
@@ -120,6 +137,25 @@ fn rbac(docs: &[Value]) -> BTreeMap<(String, String), Value> {
         .collect()
 }
 
+/// `breakglass policies render` for one cluster of `config_file`, as the server `identity`
+/// (its environment's configuration only: `BREAKGLASS_CONFIG` of the caller is not read).
+fn policies_render(server: &Path, config_file: &Path, cluster: &str, identity: &str) -> Output {
+    Command::new(server)
+        .args([
+            "policies",
+            "render",
+            "--cluster",
+            cluster,
+            "--identity",
+            identity,
+        ])
+        .arg("--config")
+        .arg(config_file)
+        .env_remove("BREAKGLASS_CONFIG")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn lint_passes_with_both_example_values() {
     for (file, _) in EXAMPLES {
@@ -131,6 +167,8 @@ fn lint_passes_with_both_example_values() {
             chart.to_str().unwrap(),
             "-f",
             values.to_str().unwrap(),
+            "--set",
+            ACKNOWLEDGED,
         ])
         .unwrap();
         assert!(
@@ -162,7 +200,13 @@ async fn both_installs_pass_a_server_side_dry_run() {
                 .iter()
                 .filter_map(|o| o.types.as_ref().map(|t| t.kind.clone()))
                 .collect();
-            for k in ["ServiceAccount", "ConfigMap", "Service", "Deployment"] {
+            for k in [
+                "ServiceAccount",
+                "ConfigMap",
+                "Service",
+                "Deployment",
+                "NetworkPolicy",
+            ] {
                 assert!(kinds.iter().any(|x| x == k), "{file}: no {k} in {kinds:?}");
             }
             let objects = docs(&yaml)?;
@@ -310,14 +354,7 @@ fn the_chart_rbac_equals_policies_render() {
             sa["metadata"]["namespace"].as_str().unwrap(),
             name(sa)
         );
-        let out = Command::new(&server)
-            .args(["policies", "render", "--cluster", environment, "--identity"])
-            .arg(&identity)
-            .arg("--config")
-            .arg(&config_file)
-            .env_remove("BREAKGLASS_CONFIG")
-            .output()
-            .unwrap();
+        let out = policies_render(&server, &config_file, environment, &identity);
         assert!(
             out.status.success(),
             "policies render for {file}'s configuration:\n{}\n{config}",
@@ -347,3 +384,6 @@ fn the_chart_rbac_equals_policies_render() {
         );
     }
 }
+
+#[path = "helm_chart/fences.rs"]
+mod fences;

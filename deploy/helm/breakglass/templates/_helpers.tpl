@@ -68,6 +68,28 @@ checks them.
 {{- if and $v.ingress.enabled (not $v.ingress.tlsSecretName) (not $v.ingress.allowPlainHttp) -}}
 {{- fail "ingress.tlsSecretName: the Ingress would serve sign-in cookies and terminals over plain http; name the Secret with the host's certificate, or set ingress.allowPlainHttp=true where TLS ends before the Ingress" -}}
 {{- end -}}
+{{- if $v.rbac.create -}}
+{{- $policy := lookup "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicy" "" "tower-breakglass-grant" -}}
+{{- $binding := lookup "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicyBinding" "" "tower-breakglass-grant" -}}
+{{- if not (or $v.rbac.admissionPoliciesAppliedSeparately (and $policy $binding)) -}}
+{{- fail "rbac.create: the chart would install the ClusterRole tower-breakglass-binder, which lets the server create RoleBindings of the debug roles in every namespace; only the admission policy tower-breakglass-grant narrows that to well-formed grants, and it is not in this cluster. Apply the admission policies first (`breakglass-server policies apply --cluster ENV`, or `breakglass-server policies render --cluster ENV | kubectl apply -f -`), or, where they are applied by other means, say so with rbac.admissionPoliciesAppliedSeparately=true" -}}
+{{- end -}}
+{{- end -}}
+{{- if $v.networkPolicy.enabled -}}
+{{- $egress := $v.networkPolicy.egress -}}
+{{- if not $egress.apiServers -}}
+{{- fail "networkPolicy.egress.apiServers: the NetworkPolicy would cut the server off from the Kubernetes API; list each cluster's API server address (this one's: `kubectl get endpoints kubernetes -n default`) as {cidr, ports}, or set networkPolicy.enabled=false" -}}
+{{- end -}}
+{{- if and (eq $v.database.engine "postgres") (not $egress.database) -}}
+{{- fail "networkPolicy.egress.database: database.engine=postgres, and the NetworkPolicy would cut the server off from it; list the database's address as {cidr, ports}" -}}
+{{- end -}}
+{{- if and $v.recordings.s3.endpoint (not $egress.bucket) -}}
+{{- fail "networkPolicy.egress.bucket: recordings go to recordings.s3.endpoint, and the NetworkPolicy would cut the server off from it; list the bucket's addresses as {cidr, ports}" -}}
+{{- end -}}
+{{- if and (regexMatch "(?m)^\\s*\\[auth\\.oidc\\]" $v.config) (not $egress.provider) -}}
+{{- fail "networkPolicy.egress.provider: config signs people in with [auth.oidc], and the NetworkPolicy would cut the server off from the provider; list its address as {cidr, ports}" -}}
+{{- end -}}
+{{- end -}}
 {{- range $key := list "server_namespace" "listen" "data_dir" "static_dir" "database_url" "session_secret" -}}
 {{- if regexMatch (printf "(?m)^\\s*%s\\s*=" $key) $v.config -}}
 {{- fail (printf "config: `%s` is set by the chart (see values.yaml), remove it from config" $key) -}}
