@@ -48,6 +48,10 @@ enum Command {
     Unlock(breakglass_server::cli::locks::LockArgs),
     /// The locks in force, and with --history every lock and unlock recorded.
     Locks(breakglass_server::cli::locks::LocksArgs),
+    /// Sessions: `sessions list` prints the live ones; `sessions end ID --reason --by` ends a
+    /// running one as an administrator, cleanup included.
+    #[command(subcommand)]
+    Sessions(breakglass_server::cli::sessions::SessionsCommand),
     /// Notifications: `notify test RECEIVER` sends a test message and prints the answer.
     #[command(subcommand)]
     Notify(breakglass_server::cli::notify::NotifyCommand),
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
         Some(Command::Lock(a)) => return breakglass_server::cli::locks::lock_main(a),
         Some(Command::Unlock(a)) => return breakglass_server::cli::locks::unlock_main(a),
         Some(Command::Locks(a)) => return breakglass_server::cli::locks::list_main(a),
+        Some(Command::Sessions(cmd)) => return breakglass_server::cli::sessions::main(cmd),
         Some(Command::Notify(cmd)) => return breakglass_server::cli::notify::main(cmd),
         None => (cli.serve, false),
     };

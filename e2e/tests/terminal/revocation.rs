@@ -5,11 +5,10 @@
 
 use super::*;
 
-/// Runs the server's command line on the data of the test's server (in `dir`); its output,
-/// asserted to succeed.
-fn cli(dir: &tempfile::TempDir, args: &[&str]) -> String {
+/// Runs the server's command line on the data of the test's server (in `dir`).
+fn cli_output(dir: &tempfile::TempDir, args: &[&str]) -> std::process::Output {
     let data = dir.path().join("data");
-    let out = breakglass_e2e::server::cli_command(&data)
+    breakglass_e2e::server::cli_command(&data)
         .unwrap()
         .args(args)
         .arg("--config")
@@ -17,7 +16,12 @@ fn cli(dir: &tempfile::TempDir, args: &[&str]) -> String {
         .arg("--data-dir")
         .arg(&data)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// [`cli_output`], asserted to succeed; its stdout.
+fn cli(dir: &tempfile::TempDir, args: &[&str]) -> String {
+    let out = cli_output(dir, args);
     assert!(
         out.status.success(),
         "{args:?}: {}{}",
@@ -25,6 +29,14 @@ fn cli(dir: &tempfile::TempDir, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// [`cli_output`], asserted to fail with exit 1 and nothing on stdout; its stderr.
+fn cli_refused(dir: &tempfile::TempDir, args: &[&str]) -> String {
+    let out = cli_output(dir, args);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+    assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[tokio::test]
@@ -131,4 +143,109 @@ async fn an_environment_lock_from_the_command_line_ends_the_running_session() {
     assert!(said.contains("ground is unlocked"), "{said}");
     let (status, v) = alice.post("/sessions", body).await.unwrap();
     assert_eq!(status, 201, "{v}");
+}
+
+/// An administrator ends someone's running session from a shell (another process: only the
+/// database tells the server): `sessions list` shows it, `sessions end` writes the end with who
+/// and why and waits for the server's cleanup, so when it returns the terminal is closed, the
+/// debug container stopped and the grant gone. Bad input and a second end change nothing.
+#[tokio::test]
+async fn an_administrator_ends_a_running_session_from_the_command_line() {
+    let (server, alice, id, dir, ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut ws, b"echo stuck-$((5*5))\r", "stuck-25").await;
+    let pids = super::leftovers::start_background(&server, &mut ws).await;
+
+    let listed = cli(&dir, &["sessions", "list"]);
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{id} not listed:\n{listed}"));
+    assert!(
+        row.contains("Active") && row.contains("alice") && row.contains("/shell"),
+        "{row}"
+    );
+    assert!(listed.contains("1 live session(s)"), "{listed}");
+
+    // Bad input names the flag and changes nothing.
+    let said = cli_refused(
+        &dir,
+        &["sessions", "end", &id, "--reason", " ", "--by", "security"],
+    );
+    assert!(said.contains("--reason"), "{said}");
+    let stranger = uuid::Uuid::now_v7().to_string();
+    let said = cli_refused(
+        &dir,
+        &[
+            "sessions", "end", &stranger, "--reason", "x", "--by", "security",
+        ],
+    );
+    assert!(said.contains(&stranger), "{said}");
+    assert_eq!(
+        alice.session(&id).await.unwrap()["session"]["state"],
+        "Active"
+    );
+
+    let said = cli(
+        &dir,
+        &[
+            "sessions",
+            "end",
+            &id,
+            "--reason",
+            "INC-12 stuck shell",
+            "--by",
+            "security",
+        ],
+    );
+    assert!(
+        said.contains("is ending") && said.contains("INC-12 stuck shell"),
+        "{said}"
+    );
+    assert!(said.contains("Ended: the terminal is closed"), "{said}");
+    let (code, reason) = closed_with(&mut ws).await;
+    assert_eq!(
+        code,
+        close::SESSION_ENDED,
+        "{reason}\n{}",
+        server.log_text()
+    );
+
+    let d = alice.session(&id).await.unwrap();
+    assert_eq!(d["session"]["state"], "Ended", "{d}");
+    assert_eq!(d["session"]["end_reason"]["kind"], "AdminForceEnded", "{d}");
+    let ended_by = d["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "system_end")
+        .unwrap_or_else(|| panic!("no end event: {d}"));
+    assert_eq!(ended_by["actor"], "security", "{ended_by}");
+    assert!(
+        ended_by["detail"]
+            .as_str()
+            .unwrap()
+            .contains("INC-12 stuck shell"),
+        "{ended_by}"
+    );
+    super::leftovers::assert_debug_container_stopped(&server, &alice, &ns, &id, &pids).await;
+    let cp = ControlPlane::shared().await.unwrap();
+    super::store_failures::assert_no_grants(cp.client(Identity::Admin).await.unwrap(), &ns).await;
+    let (_, events) = recording_of(&alice, &id).await;
+    assert!(output_of(&events).contains("stuck-25"));
+    verified(&alice, &id).await;
+
+    // Ending it again is refused with the state it is in; the list no longer shows it.
+    let said = cli_refused(
+        &dir,
+        &[
+            "sessions", "end", &id, "--reason", "again", "--by", "security",
+        ],
+    );
+    assert!(said.contains("Ended"), "{said}");
+    let listed = cli(&dir, &["sessions", "list"]);
+    assert!(
+        !listed.contains(&id) && listed.contains("0 live session(s)"),
+        "{listed}"
+    );
 }

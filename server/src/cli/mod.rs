@@ -6,6 +6,7 @@ pub mod logins;
 pub mod notify;
 pub mod policies;
 pub mod recordings;
+pub mod sessions;
 
 use std::future::Future;
 use std::process::ExitCode;

@@ -12,6 +12,7 @@ mod commit;
 mod drive;
 mod extend;
 mod locks;
+pub mod operator;
 mod progress;
 #[cfg(test)]
 mod tests;
@@ -334,33 +335,19 @@ impl Lifecycle {
         .await
     }
 
-    /// The write primitive: read, compute the next row with `step`, compare-and-set; on a lost
-    /// race, read again and recompute.
+    /// The write primitive ([`commit_with`]), then the change's effects on this replica.
     async fn commit<F>(&self, id: Uuid, step: F) -> Result<Session, Error>
     where
         F: Fn(&Session, OffsetDateTime) -> Result<(Session, EventDraft, Commit), Error>
             + Send
             + Sync,
     {
-        let mut last = None;
-        for _ in 0..CAS_ATTEMPTS {
-            let current = self.get(id).await?;
-            let now = OffsetDateTime::now_utc();
-            let (next, mut draft, kind) = step(&current, now)?;
-            draft.notices = self.outbox.drafts(Some(&current), &next, &draft.actor, now);
-            match self.store.compare_and_set(&current, &next, &draft).await {
-                Ok(()) => {
-                    if !draft.notices.is_empty() {
-                        self.outbox.wake();
-                    }
-                    self.after_commit(&next, kind);
-                    return Ok(next);
-                }
-                Err(StoreError::Conflict { current }) => last = current,
-                Err(e) => return Err(e.into()),
-            }
+        let (next, kind, told) = commit_with(self.store.as_ref(), &self.outbox, id, step).await?;
+        if told {
+            self.outbox.wake();
         }
-        Err(Error::Conflict(last))
+        self.after_commit(&next, kind);
+        Ok(next)
     }
 
     async fn get(&self, id: Uuid) -> Result<Session, Error> {
@@ -401,6 +388,34 @@ impl Lifecycle {
 }
 
 /// The events-table row of `event`.
+/// Read, compute the next row with `step`, compare-and-set with the notices the change
+/// causes; on a lost race, read again and recompute. The lifecycle's writes and the command
+/// line's (which has no lifecycle: `operator`) go through here; returns the row written, the
+/// kind of change, and whether notices were written.
+pub(crate) async fn commit_with<F>(
+    store: &dyn Store,
+    outbox: &Outbox,
+    id: Uuid,
+    step: F,
+) -> Result<(Session, Commit, bool), Error>
+where
+    F: Fn(&Session, OffsetDateTime) -> Result<(Session, EventDraft, Commit), Error> + Send + Sync,
+{
+    let mut last = None;
+    for _ in 0..CAS_ATTEMPTS {
+        let current = store.get(id).await?.ok_or(Error::NotFound(id))?;
+        let now = OffsetDateTime::now_utc();
+        let (next, mut draft, kind) = step(&current, now)?;
+        draft.notices = outbox.drafts(Some(&current), &next, &draft.actor, now);
+        match store.compare_and_set(&current, &next, &draft).await {
+            Ok(()) => return Ok((next, kind, !draft.notices.is_empty())),
+            Err(StoreError::Conflict { current }) => last = current,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::Conflict(last))
+}
+
 fn draft_for(event: &SessionEvent, at: OffsetDateTime) -> EventDraft {
     EventDraft {
         actor: event.actor().name().to_string(),
