@@ -181,8 +181,11 @@ impl Provider {
         let state = AppState {
             admin: admin.clone(),
             public: direct_public.clone(),
+            // A fresh connection per call: Hydra closes idle ones, and a request sent on one
+            // it was closing failed a login accept ("error sending request") in a CI run.
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
+                .pool_max_idle_per_host(0)
                 .build()?,
             scripts: Arc::default(),
         };
