@@ -130,36 +130,46 @@ pub trait OutboxStore: Send + Sync {
     async fn outbox_stats(&self) -> Result<OutboxStats, StoreError>;
 }
 
-/// [`OutboxStore`] for a backend, and `insert_outbox`, which the session writes call in their
-/// transaction. `$claim_lock` is what the claim's inner select ends with.
+/// Rows per INSERT: well under both engines' bound on bound parameters (a change writes one
+/// row per receiver, so its rows are one INSERT).
+pub(crate) const OUTBOX_BATCH: usize = 500;
+
+/// [`OutboxStore`] for a backend, and `push_outbox`, with which the session writes add their
+/// rows to the change's own event statement. `$claim_lock` is what the claim's inner select
+/// ends with.
 macro_rules! outbox_sql {
     ($store:ident, $db:ty, $claim_lock:expr) => {
+        /// Appends to `q` one INSERT of `batch` (at most [`OUTBOX_BATCH`] rows) that leaves out
+        /// what is there already.
+        fn push_outbox<'a>(
+            q: &mut sqlx::QueryBuilder<'a, $db>,
+            batch: &'a [crate::store::outbox::OutboxDraft],
+        ) {
+            q.push(
+                "INSERT INTO breakglass_outbox \
+                 (id, event_key, receiver, kind, session_id, payload, next_at_ms, created_at_ms) ",
+            );
+            q.push_values(batch, |mut row, d| {
+                row.push_bind(d.id)
+                    .push_bind(d.event_key.as_str())
+                    .push_bind(d.receiver.as_str())
+                    .push_bind(d.kind.as_str())
+                    .push_bind(d.session_id)
+                    .push_bind(d.payload.as_str())
+                    .push_bind(d.created_at_ms)
+                    .push_bind(d.created_at_ms);
+            });
+            q.push(" ON CONFLICT (event_key, receiver) DO NOTHING");
+        }
+
         async fn insert_outbox(
             conn: &mut <$db as sqlx::Database>::Connection,
             drafts: &[crate::store::outbox::OutboxDraft],
         ) -> Result<u64, crate::store::StoreError> {
-            if drafts.is_empty() {
-                return Ok(0);
-            }
             let mut new = 0;
-            // One statement per batch (a change writes one row per receiver): well under both
-            // engines' bound on bound parameters.
-            for batch in drafts.chunks(500) {
-                let mut q = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO breakglass_outbox \
-                     (id, event_key, receiver, kind, session_id, payload, next_at_ms, created_at_ms) ",
-                );
-                q.push_values(batch, |mut row, d| {
-                    row.push_bind(d.id)
-                        .push_bind(d.event_key.as_str())
-                        .push_bind(d.receiver.as_str())
-                        .push_bind(d.kind.as_str())
-                        .push_bind(d.session_id)
-                        .push_bind(d.payload.as_str())
-                        .push_bind(d.created_at_ms)
-                        .push_bind(d.created_at_ms);
-                });
-                q.push(" ON CONFLICT (event_key, receiver) DO NOTHING");
+            for batch in drafts.chunks(crate::store::outbox::OUTBOX_BATCH) {
+                let mut q = sqlx::QueryBuilder::<$db>::new("");
+                push_outbox(&mut q, batch);
                 new += q.build().execute(&mut *conn).await?.rows_affected();
             }
             Ok(new)
@@ -277,7 +287,7 @@ macro_rules! outbox_sql {
             ) -> Result<Vec<crate::store::outbox::Delivery>, crate::store::StoreError> {
                 Ok(sqlx::query_as(
                     "SELECT * FROM breakglass_outbox WHERE ($1 IS NULL OR state = $1) \
-                     ORDER BY created_at_ms DESC, id DESC LIMIT $2",
+                     ORDER BY id DESC LIMIT $2",
                 )
                 .bind(state)
                 .bind(limit)

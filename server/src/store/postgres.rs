@@ -149,4 +149,8 @@ async fn follow(
 /// How the outbox claim's select ends: each due row has one worker: a claim passes over rows another replica is claiming.
 const CLAIM_LOCK: &str = " FOR UPDATE SKIP LOCKED";
 
+/// How a change's event and notification INSERTs become one statement: the event INSERT as
+/// a data-modifying WITH (run whether or not the outer INSERT reads it).
+const EVENT_WITH_NOTICES: (&str, &str) = ("WITH event AS (", ") ");
+
 crate::store::sql_store!(PostgresStore, sqlx::Postgres);

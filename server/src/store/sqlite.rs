@@ -151,4 +151,8 @@ fn lock_single_replica(db: &std::path::Path) -> Result<File, StoreError> {
 /// How the outbox claim's select ends: SQLite serves one replica: nothing to skip.
 const CLAIM_LOCK: &str = "";
 
+/// How a change's event and notification INSERTs become one statement: SQLite runs the two
+/// statements of one query in turn, its `?` parameters numbered on across them.
+const EVENT_WITH_NOTICES: (&str, &str) = ("", "; ");
+
 crate::store::sql_store!(SqliteStore, sqlx::Sqlite);
