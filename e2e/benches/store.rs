@@ -418,6 +418,7 @@ fn history(i: usize, n: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)
             approve: true,
             terminate: true,
             self_approve,
+            audit: false,
         },
     };
     let events = match (flight, i % 4) {

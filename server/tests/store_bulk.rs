@@ -52,6 +52,7 @@ fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
             approve: true,
             terminate: false,
             self_approve: false,
+            audit: false,
         },
     };
     let events = match (prod, i % 3) {

@@ -282,6 +282,7 @@ mod tests {
             approve,
             terminate,
             self_approve,
+            audit: false,
         }
     }
 

@@ -1,4 +1,5 @@
-//! The four break-glass permissions. Their names are contracts kept from the reference system.
+//! The break-glass permissions. The first four names are contracts kept from the reference
+//! system; `tower.breakglass.audit` is this system's own, for auditors without any other right.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,15 +26,21 @@ pub enum Permission {
     #[serde(rename = "tower.breakglass.self")]
     #[strum(serialize = "tower.breakglass.self")]
     SelfApprove,
+    /// Read the environment's sessions and export their audit trail (`GET /export`), without
+    /// any right to act on them.
+    #[serde(rename = "tower.breakglass.audit")]
+    #[strum(serialize = "tower.breakglass.audit")]
+    Audit,
 }
 
 impl Permission {
     /// Every permission, in a stable order.
-    pub const ALL: [Permission; 4] = [
+    pub const ALL: [Permission; 5] = [
         Permission::Request,
         Permission::Approve,
         Permission::Terminate,
         Permission::SelfApprove,
+        Permission::Audit,
     ];
 
     /// The contract name, e.g. `tower.breakglass.approve`.
@@ -60,6 +67,9 @@ pub struct PermissionSet {
     /// `tower.breakglass.self`
     #[serde(rename = "self")]
     pub self_approve: bool,
+    /// `tower.breakglass.audit`
+    #[serde(default)]
+    pub audit: bool,
 }
 
 impl PermissionSet {
@@ -69,6 +79,7 @@ impl PermissionSet {
         approve: false,
         terminate: false,
         self_approve: false,
+        audit: false,
     };
 
     /// Every permission.
@@ -77,6 +88,7 @@ impl PermissionSet {
         approve: true,
         terminate: true,
         self_approve: true,
+        audit: true,
     };
 
     /// Whether `p` is held.
@@ -86,6 +98,7 @@ impl PermissionSet {
             Permission::Approve => self.approve,
             Permission::Terminate => self.terminate,
             Permission::SelfApprove => self.self_approve,
+            Permission::Audit => self.audit,
         }
     }
 
@@ -96,6 +109,7 @@ impl PermissionSet {
             Permission::Approve => self.approve = true,
             Permission::Terminate => self.terminate = true,
             Permission::SelfApprove => self.self_approve = true,
+            Permission::Audit => self.audit = true,
         }
     }
 
@@ -135,6 +149,6 @@ mod tests {
             s.grant(p);
             assert_eq!(s.list(), vec![p]);
         }
-        assert_eq!(PermissionSet::ALL.list().len(), 4);
+        assert_eq!(PermissionSet::ALL.list().len(), 5);
     }
 }

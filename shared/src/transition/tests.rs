@@ -282,6 +282,7 @@ fn arb_actor() -> impl Strategy<Value = Actor> {
                     approve: p[1],
                     terminate: p[2],
                     self_approve: p[3],
+                    audit: false,
                 },
             }),
     ]
