@@ -55,6 +55,9 @@ enum Command {
     /// Notifications: `notify test RECEIVER` sends a test message and prints the answer.
     #[command(subcommand)]
     Notify(breakglass_server::cli::notify::NotifyCommand),
+    /// The audit export: every session requested between --since and --until, as JSON lines
+    /// or CSV, written as it is read.
+    Export(breakglass_server::cli::export::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Some(Command::Locks(a)) => return breakglass_server::cli::locks::list_main(a),
         Some(Command::Sessions(cmd)) => return breakglass_server::cli::sessions::main(cmd),
         Some(Command::Notify(cmd)) => return breakglass_server::cli::notify::main(cmd),
+        Some(Command::Export(a)) => return breakglass_server::cli::export::main(a),
         None => (cli.serve, false),
     };
     let config = match Config::load(&args) {

@@ -29,6 +29,7 @@ use crate::store::Store;
 pub mod clusters;
 pub mod dev_login;
 pub mod events;
+pub mod export;
 pub mod extensions;
 pub mod extract;
 pub mod headers;
@@ -88,6 +89,7 @@ pub mod terminal;
         step_up::options,
         notifications::deliveries,
         notifications::schema,
+        export::export,
     ),
     components(schemas(breakglass_shared::api::SessionEventRecord))
 )]
@@ -149,6 +151,7 @@ pub fn app(state: AppState) -> Router {
         .route("/step-up/options", post(step_up::options))
         .route("/notifications/deliveries", get(notifications::deliveries))
         .route("/notifications/schema.json", get(notifications::schema))
+        .route("/export", get(export::export))
         .route("/openapi.json", get(openapi))
         // After the routes: it applies to those registered before it. Axum keeps `Allow`.
         .method_not_allowed_fallback(api_method_not_allowed)

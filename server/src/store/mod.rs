@@ -85,6 +85,9 @@ pub trait Store: KeyStore + OutboxStore + Send + Sync + 'static {
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Session>, StoreError>;
     /// A session's events, oldest first.
     async fn events(&self, id: Uuid) -> Result<Vec<SessionEventRecord>, StoreError>;
+    /// Who moved each of `ids` (the ones that got there) to `Ending`: the person or step that
+    /// ended it, for the export. One query for a page of sessions.
+    async fn enders(&self, ids: &[Uuid]) -> Result<Vec<(Uuid, String)>, StoreError>;
     /// Row counts of the sessions and events tables (operations and tests).
     async fn counts(&self) -> Result<(i64, i64), StoreError>;
     /// Takes or renews lease `name` for `holder` until `now_ms + ttl_ms` if it is free, expired
@@ -548,6 +551,22 @@ macro_rules! sql_store {
                     .execute(&self.pool)
                     .await?;
                 Ok(done.rows_affected())
+            }
+
+            async fn enders(&self, ids: &[Uuid]) -> Result<Vec<(Uuid, String)>, StoreError> {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut q: QueryBuilder<'_, $db> = QueryBuilder::new(
+                    "SELECT session_id, actor FROM breakglass_events \
+                     WHERE to_state = 'Ending' AND session_id IN (",
+                );
+                let mut sep = q.separated(", ");
+                for id in ids {
+                    sep.push_bind(*id);
+                }
+                q.push(") ORDER BY id");
+                Ok(q.build_query_as::<(Uuid, String)>().fetch_all(&self.pool).await?)
             }
 
             async fn counts(&self) -> Result<(i64, i64), StoreError> {
