@@ -121,7 +121,10 @@ pub fn range_of(
 #[utoipa::path(get, path = "/api/breakglass/export", tag = "audit",
     params(ExportQuery),
     responses(
-        (status = 200, description = "The records: JSON lines (`application/x-ndjson`) or CSV with a header row (`text/csv`); the columns are listed in docs/export.md", content_type = "application/x-ndjson", body = String),
+        (status = 200, description = "The records: JSON lines (`application/x-ndjson`) or CSV with a header row (`text/csv`); the columns are listed in docs/export.md", content(
+            (String = "application/x-ndjson"),
+            (String = "text/csv"),
+        )),
         (status = 400, description = "A bad `since`, `until` or `format` (the field is named)", body = ErrorBody),
         (status = 401, description = "Not signed in", body = ErrorBody),
         (status = 403, description = "Needs tower.breakglass.audit or tower.breakglass.terminate", body = ErrorBody),
