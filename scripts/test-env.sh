@@ -56,6 +56,9 @@ step "OpenID provider and auth proxy for the login tests (ORY Hydra, oauth2-prox
 scripts/hydra.sh install
 scripts/oauth2-proxy.sh install
 
+step "OCSF schema files for the audit export's ocsf check (ocsf-json-schema, pinned)"
+eval "$(scripts/ocsf.sh env)"
+
 step "Chromium and chromedriver for the browser tests (Debian packages)"
 if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive

@@ -55,8 +55,8 @@ enum Command {
     /// Notifications: `notify test RECEIVER` sends a test message and prints the answer.
     #[command(subcommand)]
     Notify(breakglass_server::cli::notify::NotifyCommand),
-    /// The audit export: every session requested between --since and --until, as JSON lines
-    /// or CSV, written as it is read.
+    /// The audit export: every session requested between --since and --until, as JSON lines,
+    /// CSV or OCSF events, written as it is read.
     Export(breakglass_server::cli::export::ExportArgs),
 }
 

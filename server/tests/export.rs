@@ -2,7 +2,8 @@
 //! gets every `prod` session of the range and nothing else, with who approved, denied or ended
 //! each; an admin gets CSV whose header is the JSON keys and whose formula-like cells are
 //! defused; a requester without either permission is refused; bad times and formats name
-//! their field and change nothing; the command line writes the same records.
+//! their field and change nothing; the command line writes the same records; the `ocsf`
+//! events pass the OCSF schema files' own validation (`scripts/ocsf.sh`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -10,7 +11,8 @@ mod common;
 use axum::http::{Method, StatusCode};
 use breakglass_server::config::{demo_environments, FileConfig, Holders};
 use breakglass_server::export::COLUMNS;
-use breakglass_shared::Permission;
+use breakglass_server::store::EventDraft;
+use breakglass_shared::{Permission, Session};
 use common::{Caller, Resp, TestServer};
 use serde_json::{json, Value};
 
@@ -208,4 +210,163 @@ async fn r_anonymous(s: &TestServer, since: &str) -> StatusCode {
     export(s, &Caller::default(), &format!("since={since}"))
         .await
         .status
+}
+
+/// Session histories through the state machine: approved, run and terminated (Flight);
+/// broken glass that failed; denied; withdrawn (Ground).
+fn histories(now: time::OffsetDateTime) -> Vec<Vec<(Session, EventDraft)>> {
+    use breakglass_shared::{Actor, Mode, PermissionSet, SessionEvent, Tier};
+    let person = |name: &str| Actor::User {
+        name: name.into(),
+        permissions: PermissionSet::ALL,
+    };
+    let plans: Vec<(Tier, Vec<SessionEvent>)> = vec![
+        (
+            Tier::Flight,
+            vec![
+                SessionEvent::Approve {
+                    by: person("bob"),
+                    groups: vec!["sre".into()],
+                },
+                SessionEvent::BeginActivation,
+                SessionEvent::Activated,
+                SessionEvent::Terminate {
+                    by: person("carol"),
+                },
+                SessionEvent::CleanupDone,
+            ],
+        ),
+        (
+            Tier::Flight,
+            vec![
+                SessionEvent::BreakGlass {
+                    by: person("alice"),
+                },
+                SessionEvent::BeginActivation,
+                SessionEvent::ActivationFailed {
+                    error: "pod is gone".into(),
+                },
+            ],
+        ),
+        (
+            Tier::Flight,
+            vec![SessionEvent::Deny {
+                by: person("bob"),
+                reason: "use the runbook first".into(),
+            }],
+        ),
+        (
+            Tier::Ground,
+            vec![SessionEvent::End {
+                by: person("alice"),
+            }],
+        ),
+    ];
+    plans
+        .into_iter()
+        .map(|(tier, events)| {
+            let new = breakglass_shared::session::NewSession {
+                environment: if tier == Tier::Flight { "prod" } else { "dev" }.into(),
+                tier,
+                namespace: "payments".into(),
+                pod: "worker-0".into(),
+                target_container: None,
+                mode: Mode::Live,
+                reason: "+1 on the pager: stuck payment worker".into(),
+                ticket: Some("https://tickets.example/INC-1".into()),
+                duration_minutes: 30,
+                recycle: false,
+                requester: "alice".into(),
+                quorum: Default::default(),
+                extension_limits: Default::default(),
+            };
+            let first = Session::new_request(uuid::Uuid::now_v7(), new, now);
+            let create = EventDraft {
+                actor: "alice".into(),
+                kind: "create".into(),
+                detail: None,
+                at: now,
+                notices: Vec::new(),
+            };
+            let mut h = vec![(first, create)];
+            for e in events {
+                let next = h[h.len() - 1].0.apply(&e, now).unwrap();
+                let ev = EventDraft {
+                    actor: e.actor().name().into(),
+                    kind: e.kind().into(),
+                    detail: e.detail(),
+                    at: now,
+                    notices: Vec::new(),
+                };
+                h.push((next, ev));
+            }
+            h
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_ocsf_export_passes_the_ocsf_schema_and_tells_each_moment() {
+    let check = std::env::var("BREAKGLASS_TEST_OCSF").expect(
+        "BREAKGLASS_TEST_OCSF is not set: `eval \"$(scripts/ocsf.sh env)\"` (scripts/test.sh does)",
+    );
+    for s in common::servers_with(file).await {
+        let b = s.backend;
+        let now = time::OffsetDateTime::now_utc();
+        let batch = histories(now);
+        s.ctx.store.insert_many(&batch).await.unwrap();
+        let carol = s.login("carol").await;
+        let since = (now - time::Duration::minutes(1))
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        let r = export(&s, &carol, &format!("since={since}&format=ocsf")).await;
+        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+        let events = lines(&r);
+        // The terminated one: request, approval, grant, revocation by carol.
+        let ran = batch[0].last().unwrap().0.id.to_string();
+        let of_ran: Vec<(u64, u64, &str)> = events
+            .iter()
+            .filter(|e| e["metadata"]["correlation_uid"] == ran.as_str())
+            .map(|e| {
+                (
+                    e["class_uid"].as_u64().unwrap(),
+                    e["activity_id"].as_u64().unwrap(),
+                    e["actor"]["user"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            of_ran,
+            [
+                (3003, 99, "alice"),
+                (3003, 1, "bob"),
+                (3001, 7, "system"),
+                (3001, 8, "carol")
+            ],
+            "{b}"
+        );
+        let denied = batch[2].last().unwrap().0.id.to_string();
+        let decision = events
+            .iter()
+            .find(|e| e["metadata"]["uid"] == format!("{denied}/decision").as_str())
+            .unwrap();
+        assert_eq!(decision["status_id"], 2, "{b}");
+        assert_eq!(decision["status_detail"], "use the runbook first", "{b}");
+
+        // The schema's own verdict, from the OCSF schema files.
+        let file = s.dir.path().join("export.ocsf.jsonl");
+        std::fs::write(&file, text(&r)).unwrap();
+        let mut argv = check.split_whitespace();
+        let out = std::process::Command::new(argv.next().unwrap())
+            .args(argv)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{b}: {said}");
+        assert!(
+            said.starts_with(&format!("ok {} events", events.len())),
+            "{b}: {said}"
+        );
+    }
 }

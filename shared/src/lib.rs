@@ -12,6 +12,7 @@ pub mod listing;
 pub mod lock;
 pub mod names;
 pub mod notify;
+pub mod ocsf;
 pub mod permissions;
 pub mod recording;
 pub mod session;

@@ -23,7 +23,7 @@ mod tests;
 pub use approvals::{Approval, Quorum};
 pub use event::{Actor, Progress, RecordingRef, RekorEntry, SessionEvent, TransitionError};
 pub use extension::{Extension, ExtensionAsk, ExtensionDenial, ExtensionLimits, Extensions};
-pub use kinds::{EndReason, Mode, SessionState, Tier};
+pub use kinds::{EndReason, Mode, SessionState, Tier, COPY_ROLE, LIVE_ROLE};
 pub use review::{Review, ReviewError, Verdict};
 
 /// What a requester asks for; validated before a session is made of it.

@@ -23,7 +23,7 @@ pub struct ExportArgs {
     /// Only this environment (default: all).
     #[arg(long)]
     environment: Option<String>,
-    /// jsonl or csv.
+    /// jsonl, csv, or ocsf (OCSF 1.5.0 events for a SIEM, one per line).
     #[arg(long, default_value = "jsonl")]
     format: String,
     /// Where to write it (default: standard output).

@@ -1,6 +1,7 @@
 //! The audit export: every session requested in a time range, one record each, for someone who
 //! has no account to look at the pages (an auditor, a GRC tool). The same records come out of
-//! `GET /api/breakglass/export` and `breakglass-server export`, as JSON lines or CSV.
+//! `GET /api/breakglass/export` and `breakglass-server export`, as JSON lines or CSV, or as
+//! OCSF events for a SIEM (`ocsf`).
 //!
 //! The columns are [`ExportRecord`]'s fields, named once: the CSV header is [`COLUMNS`] and
 //! the JSON keys are the same names in the same order (a test holds them together). The export
@@ -19,6 +20,8 @@ use uuid::Uuid;
 
 use crate::store::{ListFilter, Store, StoreError};
 
+use breakglass_shared::ocsf;
+
 /// Sessions read from the store per query.
 pub const PAGE: u32 = 500;
 
@@ -30,23 +33,30 @@ pub enum ExportFormat {
     Jsonl,
     /// RFC 4180 CSV with a header row (`text/csv`).
     Csv,
+    /// OCSF 1.5.0 events, one JSON object per line, several per session
+    /// (`breakglass_shared::ocsf`).
+    Ocsf,
 }
 
 impl ExportFormat {
     /// The formats, as the `format` parameter names them.
-    pub const NAMES: &'static str = "jsonl or csv";
+    pub const NAMES: &'static str = "jsonl, csv or ocsf";
 
     /// The response's media type.
     pub fn content_type(self) -> &'static str {
         match self {
-            ExportFormat::Jsonl => "application/x-ndjson",
+            ExportFormat::Jsonl | ExportFormat::Ocsf => "application/x-ndjson",
             ExportFormat::Csv => "text/csv; charset=utf-8",
         }
     }
 
     /// The file name extension.
     pub fn extension(self) -> &'static str {
-        self.into()
+        match self {
+            ExportFormat::Jsonl => "jsonl",
+            ExportFormat::Csv => "csv",
+            ExportFormat::Ocsf => "ocsf.jsonl",
+        }
     }
 }
 
@@ -260,14 +270,31 @@ fn defused(cell: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Writes `records` in `format` (with the CSV header first when `header`).
-fn encode(records: &[ExportRecord], format: ExportFormat, header: bool) -> Vec<u8> {
+/// Writes `sessions` (each with who ended it) in `format` (with the CSV header first when
+/// `header`).
+fn encode(sessions: &[(Session, Option<String>)], format: ExportFormat, header: bool) -> Vec<u8> {
+    let records = || {
+        sessions
+            .iter()
+            .map(|(s, by)| ExportRecord::of(s, by.clone()))
+    };
     match format {
+        ExportFormat::Ocsf => {
+            let mut out = Vec::new();
+            for (s, by) in sessions {
+                for e in ocsf::events(s, by.as_deref()) {
+                    if serde_json::to_writer(&mut out, &e).is_ok() {
+                        out.push(b'\n');
+                    }
+                }
+            }
+            out
+        }
         ExportFormat::Jsonl => {
             let mut out = Vec::new();
-            for r in records {
+            for r in records() {
                 // A record is plain data: it serialises.
-                if serde_json::to_writer(&mut out, r).is_ok() {
+                if serde_json::to_writer(&mut out, &r).is_ok() {
                     out.push(b'\n');
                 }
             }
@@ -280,12 +307,12 @@ fn encode(records: &[ExportRecord], format: ExportFormat, header: bool) -> Vec<u
             if header {
                 let _ = w.write_record(COLUMNS);
             }
-            for r in records {
+            for r in records() {
                 // csv's serializer gives the cells in the struct's order; each is then defused.
                 let mut one = csv::WriterBuilder::new()
                     .has_headers(false)
                     .from_writer(Vec::new());
-                if one.serialize(r).is_err() {
+                if one.serialize(&r).is_err() {
                     continue;
                 }
                 let line = one.into_inner().unwrap_or_default();
@@ -355,13 +382,16 @@ pub fn stream(
                 kept.push(s);
             }
             let ids: Vec<Uuid> = kept.iter().map(|s| s.id).collect();
-            let enders: std::collections::HashMap<Uuid, String> =
+            let mut enders: std::collections::HashMap<Uuid, String> =
                 store.enders(&ids).await?.into_iter().collect();
-            let records: Vec<ExportRecord> = kept
-                .iter()
-                .map(|s| ExportRecord::of(s, enders.get(&s.id).cloned()))
+            let sessions: Vec<(Session, Option<String>)> = kept
+                .into_iter()
+                .map(|s| {
+                    let by = enders.remove(&s.id);
+                    (s, by)
+                })
                 .collect();
-            let bytes = encode(&records, format, c.first);
+            let bytes = encode(&sessions, format, c.first);
             c.first = false;
             Ok(Some((Bytes::from(bytes), c)))
         }
@@ -406,7 +436,7 @@ mod tests {
             let found = json[at..].find(&format!("\"{c}\":")).unwrap();
             at += found;
         }
-        let csv = String::from_utf8(encode(&[r], ExportFormat::Csv, true)).unwrap();
+        let csv = String::from_utf8(encode(&[(s, None)], ExportFormat::Csv, true)).unwrap();
         let mut lines = csv.lines();
         assert_eq!(lines.next().unwrap(), COLUMNS.join(","));
         assert!(lines
@@ -417,7 +447,7 @@ mod tests {
 
     #[test]
     fn the_guide_lists_the_columns_in_order() {
-        let guide = include_str!("../../docs/export.md");
+        let guide = include_str!("../../../docs/export.md");
         let listed: Vec<&str> = guide
             .lines()
             .filter_map(|l| l.strip_prefix("| `")?.split('`').next())

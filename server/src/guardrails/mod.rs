@@ -40,10 +40,9 @@ pub use doctor::{doctor, GuardrailError, GuardrailItem, GuardrailReport, ItemSta
 pub use identity::Identity;
 pub use render::{render, Manifest, RenderError, RenderInput};
 
-/// ClusterRole bound by a live-mode grant (a contract: never rename).
-pub const LIVE_ROLE: &str = "tower-breakglass-debug-live";
-/// ClusterRole bound by a copy-mode grant (a contract: never rename).
-pub const COPY_ROLE: &str = "tower-breakglass-debug-copy";
+/// The ClusterRoles bound by live- and copy-mode grants (contracts: never rename); named in
+/// `shared`, where the audit trail's OCSF events name them too.
+pub use breakglass_shared::session::{COPY_ROLE, LIVE_ROLE};
 /// Label on grants (and copy pods) naming who manages them.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY_LABEL`].

@@ -32,7 +32,7 @@ pub struct ExportQuery {
     pub until: Option<String>,
     /// Only this environment (default: every one where the caller may export).
     pub environment: Option<String>,
-    /// `jsonl` (default) or `csv`.
+    /// `jsonl` (default), `csv`, or `ocsf` (OCSF 1.5.0 events, one per line).
     pub format: Option<String>,
 }
 

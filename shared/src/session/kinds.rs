@@ -42,10 +42,24 @@ pub enum Mode {
     Copy,
 }
 
+/// ClusterRole bound by a live-mode grant (a contract: never rename).
+pub const LIVE_ROLE: &str = "tower-breakglass-debug-live";
+/// ClusterRole bound by a copy-mode grant (a contract: never rename).
+pub const COPY_ROLE: &str = "tower-breakglass-debug-copy";
+
 impl Mode {
     /// Lowercase name used on the wire and in the database (`FromStr` reads it back).
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// The ClusterRole a grant of this mode binds: what a session's access is, in the
+    /// cluster's words (the audit trail names it).
+    pub fn cluster_role(self) -> &'static str {
+        match self {
+            Mode::Live => LIVE_ROLE,
+            Mode::Copy => COPY_ROLE,
+        }
     }
 }
 
