@@ -1,5 +1,6 @@
 //! What goes into the notification outbox: for a session change, or a notice the clock gives,
-//! one row per receiver that the environment's route names and that takes the event.
+//! one row per receiver that the environment's route names and that takes the event; and for a
+//! SIEM the route names, one row per OCSF event the change adds.
 //!
 //! The lifecycle asks [`Outbox::drafts`] inside its write (the rows ride on the event draft into
 //! the compare-and-set's transaction) and pokes [`Outbox::wake`] after the commit, so this
@@ -9,12 +10,12 @@
 use std::sync::Arc;
 
 use breakglass_shared::notify::{notices_of, NoticeKind, Notification};
-use breakglass_shared::Session;
+use breakglass_shared::{ocsf, Session};
 use time::OffsetDateTime;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::config::Config;
+use crate::config::{Config, Target};
 use crate::store::OutboxDraft;
 
 /// Routes changes to receivers.
@@ -64,10 +65,55 @@ impl Outbox {
         if !self.has_receivers() {
             return Vec::new();
         }
-        notices_of(prev, next)
+        let mut out: Vec<OutboxDraft> = notices_of(prev, next)
             .into_iter()
             .flat_map(|kind| self.drafts_of(kind, next, actor, at))
-            .collect()
+            .collect();
+        out.extend(self.siem_drafts(prev, next, actor, at));
+        out
+    }
+
+    /// The rows of the SIEMs `next`'s environment routes to: one per OCSF event the change
+    /// adds (`ocsf::changed`) and SIEM, its event key `<session>/ocsf/<moment>` (each moment
+    /// is written once, whichever path changed the row).
+    fn siem_drafts(
+        &self,
+        prev: Option<&Session>,
+        next: &Session,
+        actor: &str,
+        at: OffsetDateTime,
+    ) -> Vec<OutboxDraft> {
+        let Some(env) = self.config.environment(&next.environment) else {
+            return Vec::new();
+        };
+        let siems: Vec<&str> = env
+            .notify
+            .receivers
+            .iter()
+            .filter_map(|n| self.config.notifications.receiver(n))
+            .filter(|r| matches!(r.target, Target::Siem(_)))
+            .map(|r| r.name.as_str())
+            .collect();
+        if siems.is_empty() {
+            return Vec::new();
+        }
+        let created_at_ms = unix_ms(at);
+        let mut out = Vec::new();
+        for (moment, event) in ocsf::changed(prev, next, actor) {
+            let payload = event.to_string();
+            for name in &siems {
+                out.push(OutboxDraft {
+                    id: Uuid::now_v7(),
+                    event_key: format!("{}/ocsf/{moment}", next.id),
+                    receiver: (*name).to_string(),
+                    kind: format!("ocsf.{moment}"),
+                    session_id: next.id,
+                    payload: payload.clone(),
+                    created_at_ms,
+                });
+            }
+        }
+        out
     }
 
     /// The rows of one notice `kind` about `session`.

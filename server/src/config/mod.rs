@@ -32,7 +32,8 @@ pub use environments::{
     Holders, DEFAULT_DEBUG_IMAGE, PROTECTED_NAMESPACES,
 };
 pub use notifications::{
-    Notifications, NotificationsFile, Receiver, Route, Secret, SigningKey, Smtp, SmtpTls, Target,
+    certificates, Notifications, NotificationsFile, Receiver, Route, Secret, SiemSink, SigningKey,
+    Smtp, SmtpTls, Target,
 };
 pub use proxies::TrustedProxiesMinPrefix;
 pub use recording::{RecordingFileConfig, TransparencyLogFileConfig};

@@ -86,9 +86,14 @@ fn at_ms(ms: i64) -> OffsetDateTime {
 
 /// What the page shows of a stored delivery (its environment read from its payload).
 fn view(d: Delivery) -> DeliveryView {
-    let environment = serde_json::from_str::<Notification>(&d.payload)
-        .map(|n| n.session.environment)
-        .unwrap_or_default();
+    let environment = match serde_json::from_str::<Notification>(&d.payload) {
+        Ok(n) => n.session.environment,
+        // A SIEM's row holds an OCSF event.
+        Err(_) => serde_json::from_str::<Value>(&d.payload)
+            .ok()
+            .and_then(|v| breakglass_shared::ocsf::environment_of(&v).map(str::to_string))
+            .unwrap_or_default(),
+    };
     DeliveryView {
         webhook_id: crate::notify::webhook_id(&d),
         environment,

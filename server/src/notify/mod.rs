@@ -8,6 +8,7 @@
 
 pub mod email;
 pub mod slack;
+pub mod syslog;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use futures::StreamExt;
 use time::OffsetDateTime;
 use tracing::Instrument;
 
-use crate::config::{Config, Receiver, Target};
+use crate::config::{Config, Receiver, SiemSink, Target};
 use crate::metrics::Metrics;
 use crate::outbox::{unix_ms, Outbox};
 use crate::store::{Attempt, Delivery, Store};
@@ -133,6 +134,14 @@ impl Sender {
                     webhook::send(&self.http, url, secrets, id, payload).await
                 }
                 Target::Slack { url } => slack::send(&self.http, url.expose(), note).await,
+                Target::Siem(sink) => {
+                    // `notify test`: the session's first OCSF event, as the SIEM would get it.
+                    let event = breakglass_shared::ocsf::events(&note.session, None)
+                        .into_iter()
+                        .next()
+                        .unwrap_or_default();
+                    self.send_siem(sink, id, &event.to_string()).await
+                }
                 Target::Email { .. } => {
                     let Some(smtp) = &self.config.notifications.smtp else {
                         return Err(Failure::permanent(
@@ -154,6 +163,31 @@ impl Sender {
                     format!("the receiver did not answer within {} s", timeout.as_secs()),
                 ))
             })
+    }
+}
+
+impl Sender {
+    /// Sends one OCSF event (JSON) to a SIEM as delivery `id`.
+    pub async fn send_siem(
+        &self,
+        sink: &SiemSink,
+        id: &str,
+        event: &str,
+    ) -> Result<Answer, Failure> {
+        match sink {
+            SiemSink::Http { url, secrets } => {
+                webhook::send(&self.http, url, secrets, id, event).await
+            }
+            SiemSink::Syslog {
+                host,
+                port,
+                tls,
+                ca_pem,
+            } => {
+                let timeout = self.config.notifications.timeout;
+                syslog::send(host, *port, *tls, ca_pem.as_deref(), timeout, event).await
+            }
+        }
     }
 }
 
@@ -273,16 +307,20 @@ impl Worker {
 
     /// Attempts one delivery; its id and what became of it.
     async fn deliver(&self, sender: &Sender, d: Delivery) -> (uuid::Uuid, Attempt) {
-        let outcome = match (
-            self.config.notifications.receiver(&d.receiver),
-            serde_json::from_str::<Notification>(&d.payload),
-        ) {
-            (None, _) => Err(Failure::permanent(
+        let outcome = match self.config.notifications.receiver(&d.receiver) {
+            None => Err(Failure::permanent(
                 None,
                 format!("the receiver `{}` is no longer configured", d.receiver),
             )),
-            (_, Err(e)) => Err(Failure::permanent(None, format!("unreadable payload: {e}"))),
-            (Some(r), Ok(note)) => sender.send(r, &webhook_id(&d), &note, &d.payload).await,
+            // A SIEM's row holds its OCSF event, sent as it is.
+            Some(Receiver {
+                target: Target::Siem(sink),
+                ..
+            }) => sender.send_siem(sink, &webhook_id(&d), &d.payload).await,
+            Some(r) => match serde_json::from_str::<Notification>(&d.payload) {
+                Err(e) => Err(Failure::permanent(None, format!("unreadable payload: {e}"))),
+                Ok(note) => sender.send(r, &webhook_id(&d), &note, &d.payload).await,
+            },
         };
         let now = OffsetDateTime::now_utc();
         let attempt = match outcome {

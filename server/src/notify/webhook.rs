@@ -31,7 +31,7 @@ pub fn signature(secrets: &[SigningKey], id: &str, timestamp: i64, body: &[u8]) 
         .join(" ")
 }
 
-/// POSTs `body` to `url`, signed.
+/// POSTs `body` to `url`, signed with each of `secrets` (unsigned when there are none).
 pub async fn send(
     http: &reqwest::Client,
     url: &url::Url,
@@ -40,16 +40,19 @@ pub async fn send(
     body: &str,
 ) -> Result<Answer, Failure> {
     let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
-    let req = http
+    let mut req = http
         .post(url.clone())
         .header("content-type", "application/json")
         .header("webhook-id", id)
-        .header("webhook-timestamp", timestamp.to_string())
-        .header(
+        .header("webhook-timestamp", timestamp.to_string());
+    // A SIEM endpoint may take unsigned events (it has no key configured).
+    if !secrets.is_empty() {
+        req = req.header(
             "webhook-signature",
             signature(secrets, id, timestamp, body.as_bytes()),
-        )
-        .body(body.to_string());
+        );
+    }
+    let req = req.body(body.to_string());
     super::http_answer(req).await
 }
 

@@ -17,10 +17,12 @@ use super::{within, ConfigError};
 
 mod route;
 mod secret;
+mod siem;
 
 pub use route::Route;
 use secret::{webhook_key, SecretSource};
 pub use secret::{Secret, SigningKey};
+pub use siem::{certificates, SiemFile, SiemSink};
 
 /// `[notifications]`.
 #[derive(Debug, Default, Deserialize)]
@@ -41,6 +43,9 @@ pub struct NotificationsFile {
     /// Mail receivers (over `[notifications.smtp]`).
     #[serde(default)]
     pub email: Vec<EmailFile>,
+    /// SIEMs that take every session event as OCSF (over HTTP or syslog).
+    #[serde(default)]
+    pub siem: Vec<SiemFile>,
     /// The mail server.
     pub smtp: Option<SmtpFile>,
     /// Mail addresses of people (`alice = "alice@example.com"`) and of groups
@@ -188,6 +193,8 @@ pub enum Target {
         /// The requester too.
         requester: bool,
     },
+    /// A SIEM: every session event as OCSF, not the notices people read.
+    Siem(SiemSink),
 }
 
 /// One receiver.
@@ -204,15 +211,20 @@ pub struct Receiver {
 impl Receiver {
     /// Whether it takes `kind`.
     pub fn takes(&self, kind: NoticeKind) -> bool {
+        if matches!(self.target, Target::Siem(_)) {
+            // A SIEM gets the session's OCSF events (`Outbox::drafts`), never the notices.
+            return false;
+        }
         !kind.filterable() || self.events.as_ref().is_none_or(|e| e.contains(&kind))
     }
 
-    /// `webhook`, `slack` or `email`.
+    /// `webhook`, `slack`, `email` or `siem`.
     pub fn kind(&self) -> &'static str {
         match self.target {
             Target::Webhook { .. } => "webhook",
             Target::Slack { .. } => "slack",
             Target::Email { .. } => "email",
+            Target::Siem(_) => "siem",
         }
     }
 }
@@ -352,14 +364,17 @@ impl NotificationsFile {
                 },
             });
         }
+        for (i, s) in self.siem.into_iter().enumerate() {
+            receivers.push(s.resolve(&format!("notifications.siem[{i}]"))?);
+        }
         let mut names = BTreeSet::new();
         for r in &receivers {
             if r.name.is_empty() || !names.insert(r.name.clone()) {
                 return Err(ConfigError::new(
                     format!("notifications.{}.name", r.kind()),
                     format!(
-                        "receiver names must be non-empty and unique across webhooks, slack and \
-                         email; `{}` is not",
+                        "receiver names must be non-empty and unique across webhooks, slack, \
+                         email and siem; `{}` is not",
                         r.name
                     ),
                 ));

@@ -1,0 +1,152 @@
+//! The SIEM stream, on both engines: a `[[siem]]` receiver gets every moment of every session
+//! of its environments as an OCSF event, as it happens, through the outbox: each once (one
+//! `webhook-id`, no replay), signed (checked by the independent `standardwebhooks` package in
+//! `e2e/receivers/receiver.py`), and valid against the OCSF schema files
+//! (`scripts/ocsf.sh`); the admins' delivery log names its environment.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use axum::http::{Method, StatusCode};
+use breakglass_server::config::{demo_environments, FileConfig};
+use receivers::{of_kind, Receivers, SECRET};
+use serde_json::{json, Value};
+
+#[path = "../../e2e/src/receivers.rs"]
+mod receivers;
+
+fn file(rx: &Receivers) -> FileConfig {
+    let text = format!(
+        r#"
+        timeout_seconds = 2
+        first_retry_seconds = 1
+        [[siem]]
+        name = "soc"
+        url = "http://127.0.0.1:{}/webhook"
+        secret = "{SECRET}"
+        "#,
+        rx.http
+    );
+    FileConfig {
+        notifications: toml::from_str(&text).unwrap(),
+        environments: demo_environments()
+            .into_iter()
+            .map(|mut e| {
+                e.notify = vec!["soc".into()];
+                e
+            })
+            .collect(),
+        ..common::dev_users(&[("alice", "engineers"), ("bob", "sre"), ("carol", "admins")])
+    }
+}
+
+#[tokio::test]
+async fn a_siem_gets_every_moment_once_signed_and_in_ocsf() {
+    let check = std::env::var("BREAKGLASS_TEST_OCSF").expect(
+        "BREAKGLASS_TEST_OCSF is not set: `eval \"$(scripts/ocsf.sh env)\"` (scripts/test.sh does)",
+    );
+    let rx = Receivers::start();
+    for s in common::servers_with(|| file(&rx)).await {
+        let b = s.backend;
+        let (alice, bob, carol) = (
+            s.login("alice").await,
+            s.login("bob").await,
+            s.login("carol").await,
+        );
+        let id = |v: Value| v["id"].as_str().unwrap().to_string();
+        let ground = id(s.create(&alice, "dev").await);
+        assert_eq!(
+            s.act(&alice, &ground, "end", None).await.status,
+            StatusCode::OK
+        );
+        let approved = id(s.create(&alice, "prod").await);
+        let r = s.act(&bob, &approved, "approve", Some(json!({}))).await;
+        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+        let denied = id(s.create(&alice, "prod").await);
+        let r = s
+            .act(
+                &carol,
+                &denied,
+                "deny",
+                Some(json!({ "reason": "use the runbook first" })),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+
+        let want: BTreeSet<String> = [
+            (&ground, "request"),
+            (&ground, "decision"),
+            (&ground, "closed"),
+            (&approved, "request"),
+            (&approved, "decision"),
+            (&denied, "request"),
+            (&denied, "decision"),
+        ]
+        .iter()
+        .map(|(id, m)| format!("{id}/{m}"))
+        .collect();
+        let ours = |log: &[Value]| -> Vec<Value> {
+            of_kind(log, "webhook")
+                .into_iter()
+                .map(|e| e["payload"].clone())
+                .filter(|p| want.contains(p["metadata"]["uid"].as_str().unwrap_or("")))
+                .collect()
+        };
+        let log = rx
+            .until("every moment at the SIEM", |log| {
+                ours(log).len() >= want.len()
+            })
+            .await;
+        let got = ours(&log);
+        let uids: BTreeSet<String> = got
+            .iter()
+            .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(uids, want, "{b}");
+        assert_eq!(got.len(), want.len(), "{b}: each moment once");
+        assert!(
+            of_kind(&log, "rejected").is_empty(),
+            "{b}: every one signed"
+        );
+        assert!(of_kind(&log, "replay").is_empty(), "{b}: no id twice");
+        let decision = got
+            .iter()
+            .find(|p| p["metadata"]["uid"] == format!("{denied}/decision").as_str())
+            .unwrap();
+        assert_eq!(decision["actor"]["user"]["name"], "carol", "{b}");
+        assert_eq!(decision["status_id"], 2, "{b}");
+
+        // The OCSF schema files' own verdict on what the SIEM got.
+        let path = s.dir.path().join("siem.jsonl");
+        let lines: Vec<String> = got.iter().map(Value::to_string).collect();
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let mut argv = check.split_whitespace();
+        let out = std::process::Command::new(argv.next().unwrap())
+            .args(argv)
+            .arg(&path)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{b}: {said}");
+
+        // The delivery log: sent, named by moment, in its environment.
+        let r = s
+            .send(
+                &carol,
+                Method::GET,
+                "/api/breakglass/notifications/deliveries?state=sent&limit=500",
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+        let rows = r.body.as_array().unwrap();
+        let row = rows
+            .iter()
+            .find(|d| d["session_id"] == ground.as_str() && d["kind"] == "ocsf.closed")
+            .unwrap_or_else(|| panic!("{b}: {rows:?}"));
+        assert_eq!(row["environment"], "dev", "{b}");
+        assert_eq!(row["receiver"], "soc", "{b}");
+    }
+}
