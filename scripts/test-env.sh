@@ -59,6 +59,12 @@ scripts/oauth2-proxy.sh install
 step "OCSF schema files for the audit export's ocsf check (ocsf-json-schema, pinned)"
 eval "$(scripts/ocsf.sh env)"
 
+step "rsyslog, the SIEM tests' syslog collector over TCP and TLS (Debian packages)"
+if ! command -v rsyslogd >/dev/null || ! dpkg -s rsyslog-gnutls >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq rsyslog rsyslog-gnutls
+fi
+
 step "Chromium and chromedriver for the browser tests (Debian packages)"
 if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive

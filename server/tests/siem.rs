@@ -2,7 +2,8 @@
 //! of its environments as an OCSF event, as it happens, through the outbox: each once (one
 //! `webhook-id`, no replay), signed (checked by the independent `standardwebhooks` package in
 //! `e2e/receivers/receiver.py`), and valid against the OCSF schema files
-//! (`scripts/ocsf.sh`); the admins' delivery log names its environment.
+//! (`scripts/ocsf.sh`); the admins' delivery log names its environment. A syslog collector
+//! (rsyslog, `common/syslog.rs`) gets the same events as RFC 5424 messages over TCP and TLS.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -148,5 +149,79 @@ async fn a_siem_gets_every_moment_once_signed_and_in_ocsf() {
             .unwrap_or_else(|| panic!("{b}: {rows:?}"));
         assert_eq!(row["environment"], "dev", "{b}");
         assert_eq!(row["receiver"], "soc", "{b}");
+    }
+}
+
+#[tokio::test]
+async fn syslog_collectors_get_every_moment_over_tcp_and_over_tls() {
+    let collector = common::syslog::Collector::start();
+    let text = format!(
+        r#"
+        timeout_seconds = 5
+        first_retry_seconds = 1
+        [[siem]]
+        name = "plain"
+        syslog = "127.0.0.1:{}"
+        tls = false
+        [[siem]]
+        name = "secure"
+        syslog = "127.0.0.1:{}"
+        ca_file = "{}"
+        "#,
+        collector.plain,
+        collector.tls,
+        collector.ca_file.display()
+    );
+    let file = || FileConfig {
+        notifications: toml::from_str(&text).unwrap(),
+        environments: demo_environments()
+            .into_iter()
+            .map(|mut e| {
+                e.notify = vec!["plain".into(), "secure".into()];
+                e
+            })
+            .collect(),
+        ..common::dev_users(&[("alice", "engineers"), ("bob", "sre")])
+    };
+    let mut sent = 0;
+    for s in common::servers_with(file).await {
+        let b = s.backend;
+        let (alice, bob) = (s.login("alice").await, s.login("bob").await);
+        let id = s.create(&alice, "prod").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let r = s.act(&bob, &id, "approve", Some(json!({}))).await;
+        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+        sent += 2;
+        let (plain, tls) = collector.until(sent).await;
+        for (port, got) in [("plain", &plain), ("tls", &tls)] {
+            let ours: Vec<&common::syslog::Parsed> =
+                got.iter().filter(|m| m.msg.contains(&id)).collect();
+            let mut uids: Vec<String> = ours
+                .iter()
+                .map(|m| {
+                    // rsyslog parsed it as RFC 5424: authpriv.notice, version 1, our names.
+                    assert_eq!(
+                        (
+                            m.pri.as_str(),
+                            m.version.as_str(),
+                            m.app.as_str(),
+                            m.msgid.as_str()
+                        ),
+                        ("85", "1", "breakglass", "ocsf"),
+                        "{b} {port}: {m:?}"
+                    );
+                    assert_eq!(m.procid, std::process::id().to_string(), "{b} {port}");
+                    let event: Value = serde_json::from_str(&m.msg).unwrap();
+                    event["metadata"]["uid"].as_str().unwrap().to_string()
+                })
+                .collect();
+            // Deliveries run side by side: the events carry their times, not their order.
+            uids.sort();
+            let mut want = [format!("{id}/decision"), format!("{id}/request")];
+            want.sort();
+            assert_eq!(uids, want, "{b} {port}: each moment once");
+        }
     }
 }

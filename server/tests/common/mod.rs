@@ -5,6 +5,7 @@
 
 pub mod metrics;
 pub mod sse;
+pub mod syslog;
 
 use std::sync::Arc;
 
