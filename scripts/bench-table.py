@@ -46,6 +46,9 @@ FIGURES = {
     "notify-change-postgres": (("median",), 1, 1),
     "notify-throughput-sqlite": (("mean",), 1, 1),
     "notify-throughput-postgres": (("mean",), 1, 1),
+    # e2e/benches/export.rs
+    "export-memory-sqlite": (("peak",), 1, 1),
+    "export-memory-postgres": (("peak",), 1, 1),
 }
 
 # What e2e/src/bench.rs writes for the numbers JSON has none for; `null` is what reports

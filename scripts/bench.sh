@@ -54,6 +54,7 @@ BENCHES=(
   "breakglass-e2e:sse"
   "breakglass-e2e:frontend"
   "breakglass-e2e:notify"
+  "breakglass-e2e:export"
 )
 for b in "${BENCHES[@]}"; do
   pkg=${b%%:*} name=${b#*:}
