@@ -14,7 +14,7 @@ use breakglass_server::export::COLUMNS;
 use breakglass_server::store::EventDraft;
 use breakglass_shared::{Permission, Session};
 use common::{Caller, Resp, TestServer};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn file() -> FileConfig {
     let mut environments = demo_environments();
@@ -69,9 +69,8 @@ fn lines(r: &Resp) -> Vec<Value> {
 async fn auditors_and_admins_export_what_they_may_and_nobody_else_does() {
     for s in common::servers_with(file).await {
         let b = s.backend;
-        let (alice, bob, carol, erin) = (
+        let (alice, carol, erin) = (
             s.login("alice").await,
-            s.login("bob").await,
             s.login("carol").await,
             s.login("erin").await,
         );
@@ -79,35 +78,15 @@ async fn auditors_and_admins_export_what_they_may_and_nobody_else_does() {
         let since = since
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap();
-        let ground = s.create(&alice, "dev").await["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        assert_eq!(
-            s.act(&alice, &ground, "end", None).await.status,
-            StatusCode::OK
-        );
-        let approved = s.create(&alice, "prod").await["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let r = s.act(&bob, &approved, "approve", Some(json!({}))).await;
-        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
-        let mut body = common::request_body("prod");
-        body["reason"] = json!("=HYPERLINK(\"http://evil\") disk is full on the primary");
-        let denied = s.try_create(&alice, body).await.body["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let r = s
-            .act(
-                &carol,
-                &denied,
-                "deny",
-                Some(json!({ "reason": "use the runbook first" })),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+        let common::audit::Decided {
+            ground,
+            approved,
+            denied,
+        } = common::audit::decided(
+            &s,
+            "=HYPERLINK(\"http://evil\") disk is full on the primary",
+        )
+        .await;
 
         // The auditor: prod only, newest first, with the decisions.
         let r = export(&s, &erin, &format!("since={since}")).await;
@@ -307,9 +286,6 @@ fn histories(now: time::OffsetDateTime) -> Vec<Vec<(Session, EventDraft)>> {
 
 #[tokio::test]
 async fn the_ocsf_export_passes_the_ocsf_schema_and_tells_each_moment() {
-    let check = std::env::var("BREAKGLASS_TEST_OCSF").expect(
-        "BREAKGLASS_TEST_OCSF is not set: `eval \"$(scripts/ocsf.sh env)\"` (scripts/test.sh does)",
-    );
     for s in common::servers_with(file).await {
         let b = s.backend;
         let now = time::OffsetDateTime::now_utc();
@@ -354,19 +330,6 @@ async fn the_ocsf_export_passes_the_ocsf_schema_and_tells_each_moment() {
         assert_eq!(decision["status_detail"], "use the runbook first", "{b}");
 
         // The schema's own verdict, from the OCSF schema files.
-        let file = s.dir.path().join("export.ocsf.jsonl");
-        std::fs::write(&file, text(&r)).unwrap();
-        let mut argv = check.split_whitespace();
-        let out = std::process::Command::new(argv.next().unwrap())
-            .args(argv)
-            .arg(&file)
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{b}: {said}");
-        assert!(
-            said.starts_with(&format!("ok {} events", events.len())),
-            "{b}: {said}"
-        );
+        common::audit::assert_ocsf(&s, &events);
     }
 }

@@ -45,36 +45,15 @@ fn file(rx: &Receivers) -> FileConfig {
 
 #[tokio::test]
 async fn a_siem_gets_every_moment_once_signed_and_in_ocsf() {
-    let check = std::env::var("BREAKGLASS_TEST_OCSF").expect(
-        "BREAKGLASS_TEST_OCSF is not set: `eval \"$(scripts/ocsf.sh env)\"` (scripts/test.sh does)",
-    );
     let rx = Receivers::start();
     for s in common::servers_with(|| file(&rx)).await {
         let b = s.backend;
-        let (alice, bob, carol) = (
-            s.login("alice").await,
-            s.login("bob").await,
-            s.login("carol").await,
-        );
-        let id = |v: Value| v["id"].as_str().unwrap().to_string();
-        let ground = id(s.create(&alice, "dev").await);
-        assert_eq!(
-            s.act(&alice, &ground, "end", None).await.status,
-            StatusCode::OK
-        );
-        let approved = id(s.create(&alice, "prod").await);
-        let r = s.act(&bob, &approved, "approve", Some(json!({}))).await;
-        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
-        let denied = id(s.create(&alice, "prod").await);
-        let r = s
-            .act(
-                &carol,
-                &denied,
-                "deny",
-                Some(json!({ "reason": "use the runbook first" })),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+        let carol = s.login("carol").await;
+        let common::audit::Decided {
+            ground,
+            approved,
+            denied,
+        } = common::audit::decided(&s, "the payment worker is stuck again").await;
 
         let want: BTreeSet<String> = [
             (&ground, "request"),
@@ -120,17 +99,7 @@ async fn a_siem_gets_every_moment_once_signed_and_in_ocsf() {
         assert_eq!(decision["status_id"], 2, "{b}");
 
         // The OCSF schema files' own verdict on what the SIEM got.
-        let path = s.dir.path().join("siem.jsonl");
-        let lines: Vec<String> = got.iter().map(Value::to_string).collect();
-        std::fs::write(&path, lines.join("\n")).unwrap();
-        let mut argv = check.split_whitespace();
-        let out = std::process::Command::new(argv.next().unwrap())
-            .args(argv)
-            .arg(&path)
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{b}: {said}");
+        common::audit::assert_ocsf(&s, &got);
 
         // The delivery log: sent, named by moment, in its environment.
         let r = s

@@ -3,6 +3,7 @@
 //! as the demo users and calls the router in-process with `oneshot`.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod audit;
 pub mod metrics;
 pub mod sse;
 pub mod syslog;
