@@ -53,7 +53,8 @@ async fn doctor_finds_every_guardrail_in_place() -> anyhow::Result<()> {
         format!("[[environments]]\nname = \"{SA_ENV}\"\ntier = \"flight\"\n"),
     )?;
     let args = breakglass_server::cli::doctor::DoctorArgs {
-        cluster: SA_ENV.into(),
+        cluster: Some(SA_ENV.into()),
+        bucket: false,
         kubeconfig: Some(cp.kubeconfig_path(Identity::BreakglassSa)?.to_owned()),
         context: None,
         json: false,

@@ -1,5 +1,6 @@
 //! `breakglass-server doctor`: checks one environment's cluster against the guardrails
-//! `policies render` produces, and prints each missing or drifted item with its fix.
+//! `policies render` produces, or (`--bucket`) the recordings bucket's versioning, Object Lock
+//! and lifecycle rules, and prints each missing or drifted item with its fix.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -14,8 +15,13 @@ use crate::guardrails::{doctor, GuardrailReport, ItemStatus};
 #[derive(Debug, Clone, clap::Args)]
 pub struct DoctorArgs {
     /// The environment (a configured `environments[].name`).
-    #[arg(long)]
-    pub cluster: String,
+    #[arg(long, required_unless_present = "bucket")]
+    pub cluster: Option<String>,
+    /// Check the recordings bucket instead (S3 settings from the `TOWER_BREAKGLASS_MINIO_*`
+    /// environment, as the server reads them): versioning, Object Lock's default retention,
+    /// lifecycle rules.
+    #[arg(long, conflicts_with = "cluster")]
+    pub bucket: bool,
     /// Kubeconfig with the server's own credentials for that cluster (default: `$KUBECONFIG`,
     /// `~/.kube/config`, or the in-cluster service account).
     #[arg(long)]
@@ -39,12 +45,10 @@ pub struct DoctorError(pub String);
 /// Loads the configuration, connects with the kubeconfig of `args` and checks the cluster.
 pub async fn run(args: &DoctorArgs) -> Result<GuardrailReport, DoctorError> {
     let config = Config::load(&args.serve).map_err(|e| DoctorError(e.to_string()))?;
-    let env = config.environment(&args.cluster).ok_or_else(|| {
-        DoctorError(format!(
-            "no environment `{}` in the configuration",
-            args.cluster
-        ))
-    })?;
+    let cluster = args.cluster.as_deref().unwrap_or_default();
+    let env = config
+        .environment(cluster)
+        .ok_or_else(|| DoctorError(format!("no environment `{cluster}` in the configuration")))?;
     let client = kube_client(args.kubeconfig.as_deref(), args.context.as_deref())
         .await
         .map_err(DoctorError)?;
@@ -129,6 +133,9 @@ pub fn main(args: DoctorArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.bucket {
+        return bucket_main(&runtime);
+    }
     let report = match runtime.block_on(run(&args)) {
         Ok(r) => r,
         Err(e) => {
@@ -150,6 +157,53 @@ pub fn main(args: DoctorArgs) -> ExitCode {
     // A closed pipe (`| head`) is not an error worth a panic.
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `doctor --bucket`: exit 0 when nothing is wrong (a setting the S3 server cannot report is
+/// not wrong), 1 when something is, 2 when the bucket could not be read.
+fn bucket_main(runtime: &tokio::runtime::Runtime) -> ExitCode {
+    use crate::recording::{FindingStatus, S3Config, S3Store};
+    let findings = runtime.block_on(async {
+        let config = S3Config::from_env()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| {
+                "no S3 bucket is configured (TOWER_BREAKGLASS_MINIO_ENDPOINT is not set): the \
+                 recordings are in the local directory"
+                    .to_string()
+            })?;
+        let store = S3Store::new(config.clone()).map_err(|e| e.to_string())?;
+        store
+            .bucket_findings()
+            .await
+            .map(|f| (config.bucket, f))
+            .map_err(|e| e.to_string())
+    });
+    let (bucket, findings) = match findings {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let problems = findings
+        .iter()
+        .filter(|f| f.status == FindingStatus::Problem)
+        .count();
+    let mut text = format!("bucket {bucket}\n");
+    for f in &findings {
+        text.push_str(&format!("{f}\n"));
+    }
+    text.push_str(&if problems == 0 {
+        "the bucket keeps recordings as it should\n".to_string()
+    } else {
+        format!("{problems} problem(s)\n")
+    });
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    if problems == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

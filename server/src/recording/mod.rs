@@ -41,8 +41,8 @@ use uuid::Uuid;
 pub use local::LocalStore;
 pub use rekor::{load_or_create_key, LogError, TransparencyLog};
 pub use s3::{
-    least_privilege_policy, InitBucketOutcome, InitBucketReport, S3Config, S3Store, DEFAULT_BUCKET,
-    DEFAULT_REGION,
+    least_privilege_policy, BucketFinding, FindingStatus, InitBucketOutcome, InitBucketReport,
+    S3Config, S3Store, DEFAULT_BUCKET, DEFAULT_REGION,
 };
 pub use settings::{RecordingSettings, TransparencyLogSettings};
 pub use verify::{checks, verify, Check, CheckOutcome, VerifyReport};

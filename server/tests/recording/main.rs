@@ -17,9 +17,9 @@ use breakglass_server::recording::segment::{
     parse_segment_key, read_chain, read_recording, segment_key,
 };
 use breakglass_server::recording::{
-    checks, read_back, recording_key, sha256_hex, verify, CastWriter, CheckOutcome,
-    InitBucketOutcome, LocalStore, RecordingStore, RecordingStoreError, Resumable, S3Config,
-    S3Store, SessionInfo, WriterConfig, WriterState,
+    checks, read_back, recording_key, sha256_hex, verify, BucketFinding, CastWriter, CheckOutcome,
+    FindingStatus, InitBucketOutcome, LocalStore, RecordingStore, RecordingStoreError, Resumable,
+    S3Config, S3Store, SessionInfo, WriterConfig, WriterState,
 };
 use breakglass_shared::recording::{parse, Code};
 use breakglass_shared::session::RecordingRef;

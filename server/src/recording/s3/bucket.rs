@@ -86,7 +86,7 @@ pub fn least_privilege_policy(bucket: &str, principal: Option<&str>) -> serde_js
     serde_json::json!({ "Version": "2012-10-17", "Statement": [objects, settings] })
 }
 
-fn is_not_implemented<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+pub(super) fn is_not_implemented<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
     let (status, code) = status_and_code(err);
     status == Some(501) || code.as_deref() == Some("NotImplemented")
 }

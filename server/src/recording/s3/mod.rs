@@ -34,9 +34,11 @@ use super::{
     DEFAULT_RETENTION, DEFAULT_SEGMENT_RETENTION,
 };
 
+mod findings;
 mod multipart;
 
 pub use bucket::{least_privilege_policy, InitBucketOutcome, InitBucketReport};
+pub use findings::{BucketFinding, FindingStatus};
 
 /// The default bucket name.
 pub const DEFAULT_BUCKET: &str = "tower-breakglass-v2";
