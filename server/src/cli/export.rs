@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use futures::TryStreamExt as _;
 
 use crate::config::ServeArgs;
-use crate::http::export::ExportQuery;
 
 /// `breakglass-server export ...`
 #[derive(Debug, clap::Args)]
@@ -39,14 +38,13 @@ pub struct ExportArgs {
 pub fn main(args: ExportArgs) -> ExitCode {
     let serve = args.serve.clone();
     super::with_store(&serve, |config, store| async move {
-        let q = ExportQuery {
-            since: args.since,
-            until: args.until,
-            environment: args.environment.clone(),
-            format: Some(args.format),
-        };
-        let (range, format) = crate::http::export::parse(&q, time::OffsetDateTime::now_utc())
-            .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.message))?;
+        let (range, format) = crate::export::parse(
+            &args.since,
+            args.until.as_deref(),
+            Some(&args.format),
+            time::OffsetDateTime::now_utc(),
+        )
+        .map_err(|e| anyhow::anyhow!("--{}: {}", e.field, e.message))?;
         let environments: Vec<String> = match &args.environment {
             Some(env) if config.environment(env).is_none() => {
                 anyhow::bail!("--environment: no environment `{env}` in the configuration")

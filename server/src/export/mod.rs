@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use breakglass_shared::validate::FieldError;
 use breakglass_shared::{Session, SessionState};
 use bytes::Bytes;
 use futures::Stream;
@@ -26,7 +27,7 @@ use breakglass_shared::ocsf;
 pub const PAGE: u32 = 500;
 
 /// How the records are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumString)]
 #[strum(serialize_all = "lowercase")]
 pub enum ExportFormat {
     /// One JSON object per line (`application/x-ndjson`).
@@ -69,6 +70,50 @@ pub struct ExportRange {
     pub until: OffsetDateTime,
     /// The environments exported (the caller's, already checked); never empty.
     pub environments: Vec<String>,
+}
+
+/// Parses an RFC 3339 time for `field`.
+fn time_of(field: &'static str, value: &str) -> Result<OffsetDateTime, FieldError> {
+    OffsetDateTime::parse(value.trim(), &Rfc3339).map_err(|_| {
+        FieldError::new(
+            field,
+            format!("`{value}` is not an RFC 3339 time; write it like 2026-01-01T00:00:00Z"),
+        )
+    })
+}
+
+/// Reads an export's `since`, `until` (default `now`) and `format` (default JSON lines), as
+/// the API's query and the command line's flags give them; the range names no environment
+/// yet (who may export what is the caller's to say).
+pub fn parse(
+    since: &str,
+    until: Option<&str>,
+    format: Option<&str>,
+    now: OffsetDateTime,
+) -> Result<(ExportRange, ExportFormat), FieldError> {
+    let format = match format {
+        None => ExportFormat::Jsonl,
+        Some(f) => f.parse().map_err(|_| {
+            FieldError::new(
+                "format",
+                format!("`{f}` is no format; use {}", ExportFormat::NAMES),
+            )
+        })?,
+    };
+    let since = time_of("since", since)?;
+    let until = match until {
+        Some(u) => time_of("until", u)?,
+        None => now,
+    };
+    if until < since {
+        return Err(FieldError::new("until", "must not be before `since`"));
+    }
+    let range = ExportRange {
+        since,
+        until,
+        environments: Vec::new(),
+    };
+    Ok((range, format))
 }
 
 /// The export's columns, in order: the CSV header and the JSON keys.
@@ -307,21 +352,20 @@ fn encode(sessions: &[(Session, Option<String>)], format: ExportFormat, header: 
             if header {
                 let _ = w.write_record(COLUMNS);
             }
+            // csv's serializer gives the cells in the struct's order; read back, each is then
+            // defused on its way into the output.
+            let mut raw = csv::WriterBuilder::new()
+                .has_headers(false)
+                .from_writer(Vec::new());
             for r in records() {
-                // csv's serializer gives the cells in the struct's order; each is then defused.
-                let mut one = csv::WriterBuilder::new()
-                    .has_headers(false)
-                    .from_writer(Vec::new());
-                if one.serialize(&r).is_err() {
-                    continue;
-                }
-                let line = one.into_inner().unwrap_or_default();
-                let mut read = csv::ReaderBuilder::new()
-                    .has_headers(false)
-                    .from_reader(line.as_slice());
-                if let Some(Ok(cells)) = read.records().next() {
-                    let _ = w.write_record(cells.iter().map(|c| defused(c).into_owned()));
-                }
+                let _ = raw.serialize(&r);
+            }
+            let raw = raw.into_inner().unwrap_or_default();
+            let mut read = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .from_reader(raw.as_slice());
+            for cells in read.records().flatten() {
+                let _ = w.write_record(cells.iter().map(|c| defused(c).into_owned()));
             }
             w.into_inner().unwrap_or_default()
         }

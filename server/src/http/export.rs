@@ -8,11 +8,9 @@ use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use breakglass_shared::validate::FieldError;
 use breakglass_shared::ErrorBody;
 use futures::TryStreamExt as _;
 use serde::Deserialize;
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use utoipa::IntoParams;
 
@@ -36,46 +34,6 @@ pub struct ExportQuery {
     pub format: Option<String>,
 }
 
-/// Parses an RFC 3339 time for `field`.
-fn time_of(field: &'static str, value: &str) -> Result<OffsetDateTime, FieldError> {
-    OffsetDateTime::parse(value.trim(), &Rfc3339).map_err(|_| {
-        FieldError::new(
-            field,
-            format!("`{value}` is not an RFC 3339 time; write it like 2026-01-01T00:00:00Z"),
-        )
-    })
-}
-
-/// Reads the query's times and format; the range it gives names no environment yet.
-pub fn parse(
-    q: &ExportQuery,
-    now: OffsetDateTime,
-) -> Result<(ExportRange, ExportFormat), FieldError> {
-    let format = match q.format.as_deref() {
-        None => ExportFormat::Jsonl,
-        Some(f) => f.parse().map_err(|_| {
-            FieldError::new(
-                "format",
-                format!("`{f}` is no format; use {}", ExportFormat::NAMES),
-            )
-        })?,
-    };
-    let since = time_of("since", &q.since)?;
-    let until = match &q.until {
-        Some(u) => time_of("until", u)?,
-        None => now,
-    };
-    if until < since {
-        return Err(FieldError::new("until", "must not be before `since`"));
-    }
-    let range = ExportRange {
-        since,
-        until,
-        environments: Vec::new(),
-    };
-    Ok((range, format))
-}
-
 /// Checks the query against what `user` may export; the range to stream and its format.
 pub fn range_of(
     config: &Config,
@@ -83,7 +41,8 @@ pub fn range_of(
     q: &ExportQuery,
     now: OffsetDateTime,
 ) -> Result<(ExportRange, ExportFormat), ApiError> {
-    let (range, format) = parse(q, now)?;
+    let (range, format) =
+        crate::export::parse(&q.since, q.until.as_deref(), q.format.as_deref(), now)?;
     let mut environments: Vec<String> = config
         .environments
         .iter()

@@ -391,17 +391,7 @@ async fn s3_init_bucket_check_and_cli() {
     );
 
     // A bucket without Object Lock is refused by the pre-session check.
-    root.client()
-        .create_bucket()
-        .bucket("plain")
-        .send()
-        .await
-        .unwrap();
-    let plain = S3Store::new(S3Config {
-        bucket: "plain".into(),
-        ..s3.root_config()
-    })
-    .unwrap();
+    let plain = plain_bucket(&s3).await;
     assert!(matches!(
         plain.check().await,
         Err(RecordingStoreError::Misconfigured(_))
@@ -501,17 +491,7 @@ async fn s3_doctor_names_each_bucket_problem_with_its_fix() {
     assert_eq!(set_up["lifecycle"].status, FindingStatus::Unknown);
 
     // A bucket made without Object Lock (hence without versioning): each problem, its fix.
-    root.client()
-        .create_bucket()
-        .bucket("plain")
-        .send()
-        .await
-        .unwrap();
-    let plain = S3Store::new(S3Config {
-        bucket: "plain".into(),
-        ..s3.root_config()
-    })
-    .unwrap();
+    let plain = plain_bucket(&s3).await;
     let found = by_check(&plain.bucket_findings().await.unwrap());
     for check in ["versioning", "object lock"] {
         assert_eq!(
@@ -546,4 +526,20 @@ async fn s3_doctor_names_each_bucket_problem_with_its_fix() {
     assert_eq!(bad.status.code(), Some(1), "{text}");
     assert!(text.contains("PROBLEM  object lock"), "{text}");
     assert!(text.contains("fix: "), "{text}");
+}
+
+/// A bucket `plain` made without Object Lock (so without versioning), and a store on it.
+async fn plain_bucket(s3: &S3Server) -> S3Store {
+    s3.root_store()
+        .client()
+        .create_bucket()
+        .bucket("plain")
+        .send()
+        .await
+        .unwrap();
+    S3Store::new(S3Config {
+        bucket: "plain".into(),
+        ..s3.root_config()
+    })
+    .unwrap()
 }

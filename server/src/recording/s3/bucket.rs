@@ -92,6 +92,24 @@ pub(super) fn is_not_implemented<E: ProvideErrorMetadata>(err: &SdkError<E, Http
 }
 
 impl S3Store {
+    /// The bucket's Object Lock configuration, `None` when it has none (`init-bucket` and
+    /// `doctor --bucket` both read it).
+    pub(super) async fn object_lock_configuration(
+        &self,
+    ) -> Result<Option<ObjectLockConfiguration>, RecordingStoreError> {
+        match self
+            .client
+            .get_object_lock_configuration()
+            .bucket(&self.config.bucket)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.object_lock_configuration().cloned()),
+            Err(e) if e.code() == Some("ObjectLockConfigurationNotFoundError") => Ok(None),
+            Err(e) => Err(classify("get object lock configuration", None, &e)),
+        }
+    }
+
     /// Creates the bucket with Object Lock (which turns versioning on), makes sure versioning
     /// is on, sets the default retention GOVERNANCE 365 days unless a default is already set,
     /// and tries a 365-day lifecycle rule on `sessions/` (reported as not supported, not as a
@@ -163,17 +181,7 @@ impl S3Store {
         }
 
         // 3. Default retention GOVERNANCE 365 days (an existing default is kept as found).
-        let existing = match self
-            .client
-            .get_object_lock_configuration()
-            .bucket(bucket)
-            .send()
-            .await
-        {
-            Ok(out) => out.object_lock_configuration().cloned(),
-            Err(e) if e.code() == Some("ObjectLockConfigurationNotFoundError") => None,
-            Err(e) => return Err(classify("get object lock configuration", None, &e)),
-        };
+        let existing = self.object_lock_configuration().await?;
         let existing_default = existing
             .as_ref()
             .filter(|c| c.object_lock_enabled() == Some(&ObjectLockEnabled::Enabled))

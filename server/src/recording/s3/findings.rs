@@ -82,17 +82,7 @@ impl S3Store {
             },
         });
 
-        let lock = match self
-            .client
-            .get_object_lock_configuration()
-            .bucket(bucket)
-            .send()
-            .await
-        {
-            Ok(out) => out.object_lock_configuration().cloned(),
-            Err(e) if e.code() == Some("ObjectLockConfigurationNotFoundError") => None,
-            Err(e) => return Err(classify("get object lock configuration", None, &e)),
-        };
+        let lock = self.object_lock_configuration().await?;
         let enabled = lock
             .as_ref()
             .is_some_and(|c| c.object_lock_enabled() == Some(&ObjectLockEnabled::Enabled));
