@@ -295,12 +295,15 @@ fi
 
 # --- the server ------------------------------------------------------------------------------
 step "break-glass server (SQLite and recordings in $DIR)"
+# The log exists before the server does: the redirection below is opened by the background
+# child, which may run after the first read of the loop.
+: >"$STATE/server.log"
 "$SERVER_BIN" --dev --config "$CONFIG" --data-dir "$DIR" --listen "$LISTEN" \
   --static-dir "$ROOT/frontend/dist" "${SERVER_ARGS[@]}" </dev/null >"$STATE/server.log" 2>&1 &
 started server $!
 URL=
 for ((i = 0; i < 600; i++)); do
-  URL=$(sed -n 's|^break-glass is listening: open \(.*\)/$|\1|p' "$STATE/server.log" | head -n1)
+  URL=$(sed -n 's|^break-glass is listening: open \(.*\)/$|\1|p' "$STATE/server.log" 2>/dev/null | head -n1 || true)
   [[ -n $URL ]] && break
   alive "${PID[server]}" || { tail -n 20 "$STATE/server.log" >&2; die "the server exited (log: $STATE/server.log)"; }
   sleep 0.1
