@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use breakglass_shared::session::{Progress, RecordingRef, RekorEntry};
+use breakglass_shared::session::{Progress, RecordingRef, RekorEntry, SessionSpec};
 use breakglass_shared::Session;
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -71,6 +71,21 @@ pub enum ClusterError {
         what: String,
         /// The bound.
         seconds: u64,
+    },
+    /// The objects activation is about to create are not the ones approved (the debug image's
+    /// pin, the server's identity or the pod changed since the request), or the request has no
+    /// approved spec at all: nothing is created.
+    #[error(
+        "cluster `{env}`: the objects to create differ from the approved spec ({approved}): \
+         {differences}; ask for access again so the current objects are approved"
+    )]
+    SpecDrift {
+        /// Environment.
+        env: String,
+        /// The approved spec's hash, shortened (or why there is none).
+        approved: String,
+        /// What differs, path by path.
+        differences: String,
     },
     /// The session changed while the driver worked on it (ended, or moved on elsewhere), so
     /// the step was not recorded.
@@ -212,6 +227,11 @@ pub trait ClusterOps: Send + Sync + 'static {
         session: &Session,
         progress: &dyn ProgressSink,
     ) -> Result<(), ClusterError>;
+
+    /// The objects activation would create for `session` (a request about to be stored), with
+    /// their hash and the cluster's answer to a dry run. Asked at create, so the approver
+    /// approves exactly these and activation can refuse anything else.
+    async fn spec(&self, session: &Session) -> Result<SessionSpec, ClusterError>;
 
     /// Gives a running session's grant the session's new time (its TTL label and annotation
     /// say [`Session::granted_minutes`]); asked before an extension is written, so the row

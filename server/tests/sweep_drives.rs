@@ -42,6 +42,12 @@ impl ClusterOps for Hanging {
         self.running.fetch_sub(1, Ordering::SeqCst);
         Ok(())
     }
+    async fn spec(
+        &self,
+        s: &Session,
+    ) -> Result<breakglass_shared::session::SessionSpec, ClusterError> {
+        Ok(common::stand_in_spec(s))
+    }
     async fn extend(&self, _: &Session) -> Result<(), ClusterError> {
         Ok(())
     }

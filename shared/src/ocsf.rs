@@ -16,7 +16,7 @@
 //! `metadata.correlation_uid` the session's id (and `session.uid` on Authorize Session, the
 //! class that has one), so a SIEM groups a session's events; `metadata.uid` is `<session>/<moment>`, the same on every export (a
 //! receiver deduplicates by it). What OCSF has no attribute for (environment, pod, reason,
-//! recording hash, transparency-log entry) is under `unmapped`.
+//! recording hash, transparency-log entry, approved spec's hash) is under `unmapped`.
 
 use serde_json::{json, Value};
 use time::OffsetDateTime;
@@ -221,6 +221,9 @@ fn event(s: &Session, role: &str, m: &Moment<'_>) -> Value {
     }
     if let Some(r) = &s.rekor {
         e["unmapped"]["rekor_uuid"] = json!(r.uuid);
+    }
+    if let Some(sp) = &s.spec {
+        e["unmapped"]["spec_sha256"] = json!(sp.sha256);
     }
     e
 }

@@ -15,6 +15,7 @@ mod event;
 mod extension;
 mod kinds;
 mod review;
+mod spec;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
@@ -25,6 +26,7 @@ pub use event::{Actor, Progress, RecordingRef, RekorEntry, SessionEvent, Transit
 pub use extension::{Extension, ExtensionAsk, ExtensionDenial, ExtensionLimits, Extensions};
 pub use kinds::{EndReason, Mode, SessionState, Tier, COPY_ROLE, LIVE_ROLE};
 pub use review::{Review, ReviewError, Verdict};
+pub use spec::{DryRun, SessionSpec, SpecSummary, SPEC_ANNOTATION};
 
 /// What a requester asks for; validated before a session is made of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +152,10 @@ pub struct Session {
     pub rekor: Option<RekorEntry>,
     /// Review, once recorded.
     pub review: Option<Review>,
+    /// The objects activation will create, rendered when the request was made (none on a
+    /// request made where no cluster is served, or before specs were bound to approvals).
+    #[serde(default)]
+    pub spec: Option<SessionSpec>,
 }
 
 impl Session {
@@ -198,6 +204,7 @@ impl Session {
             recording: None,
             rekor: None,
             review: None,
+            spec: None,
         }
     }
 

@@ -12,4 +12,5 @@ pub mod queue_strip;
 pub mod session_card;
 pub mod session_list;
 pub mod session_panel;
+pub mod spec;
 pub mod terminal;

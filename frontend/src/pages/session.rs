@@ -14,6 +14,7 @@ use crate::auth::use_auth;
 use crate::components::breadcrumb::{steps_to_pod, Breadcrumb};
 use crate::components::common::{dynv, focus_soon};
 use crate::components::session_panel::{live_detail, SessionPanel};
+use crate::components::spec::SpecCard;
 use crate::format::session_label;
 use crate::live::use_live;
 use crate::title::set_title;
@@ -49,6 +50,7 @@ fn SessionView(id: Uuid) -> impl IntoView {
             <span class="muted small">{format!(" {}", session_label(id))}</span>
         </h1>
         <SessionPanel id=id with_events=true on_session_page=true/>
+        <SpecCard session=session/>
         <Show when=move || reviewable.get()>
             <ReviewForm id=id/>
         </Show>

@@ -66,6 +66,16 @@ impl Clusters {
             pods: Api::namespaced(client, &s.namespace),
             progress,
         };
+        // The pod as it is now: the objects are rendered from it, checked against the approved
+        // spec, and (copy mode) the copy is made from this very read.
+        let pod = retry(STEP_BUDGET, false, || async {
+            t.pods
+                .get(&s.pod)
+                .await
+                .map_err(|e| ClusterError::from_kube(env, "read the pod", e))
+        })
+        .await?;
+        self.check_spec(s, &me, &pod)?;
         self.create_grant(&t, &rbs, &me).await?;
         // RBAC may need a moment to see the new grant: the steps below retry a 403.
         match s.mode {
@@ -75,7 +85,7 @@ impl Clusters {
                 }
                 self.add_debug_container(&t).await?;
             }
-            Mode::Copy => self.create_copy(&t).await?,
+            Mode::Copy => self.create_copy(&t, &pod).await?,
         }
         self.wait_running(&t).await
     }
@@ -167,16 +177,11 @@ impl Clusters {
         Ok(())
     }
 
-    /// Step 2, copy: the hardened copy pod.
-    async fn create_copy(&self, t: &Target<'_>) -> Result<(), ClusterError> {
+    /// Step 2, copy: the hardened copy of `original` (the pod read for the spec check).
+    async fn create_copy(&self, t: &Target<'_>, original: &Pod) -> Result<(), ClusterError> {
         let (s, env) = (t.s, t.env);
+        let copy = copy_pod(s, original, &self.debug_image);
         retry(STEP_BUDGET, true, || async {
-            let original = t
-                .pods
-                .get(&s.pod)
-                .await
-                .map_err(|e| ClusterError::from_kube(env, "read the pod to copy", e))?;
-            let copy = copy_pod(s, &original, &self.debug_image);
             match t.pods.create(&PostParams::default(), &copy).await {
                 Ok(_) => Ok(()),
                 Err(e) => {

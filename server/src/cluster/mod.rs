@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use breakglass_shared::session::SessionSpec;
 use breakglass_shared::{Session, Tier};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::ListParams;
@@ -31,6 +32,7 @@ mod health;
 pub mod listing;
 pub mod objects;
 mod reconcile;
+pub mod spec;
 
 use error::{retry, STEP_BUDGET};
 use objects::*;
@@ -273,6 +275,11 @@ impl ClusterOps for Clusters {
         progress: &dyn ProgressSink,
     ) -> Result<(), ClusterError> {
         let r = self.activate_inner(session, progress).await;
+        self.forget_stale(&session.environment, r).await
+    }
+
+    async fn spec(&self, session: &Session) -> Result<SessionSpec, ClusterError> {
+        let r = self.spec_inner(session).await;
         self.forget_stale(&session.environment, r).await
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use breakglass_shared::session::short_id;
+use breakglass_shared::session::{short_id, SPEC_ANNOTATION};
 use breakglass_shared::{Mode, Session, Tier};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerState, EnvVar, EphemeralContainer, Pod, PodSpec,
@@ -76,6 +76,9 @@ pub fn grant(s: &Session, server_username: &str) -> RoleBinding {
         (REQUESTER_ANNOTATION.to_string(), s.requester.clone()),
         (TTL_ANNOTATION.to_string(), ttl),
     ]);
+    if let Some(spec) = &s.spec {
+        annotations.insert(SPEC_ANNOTATION.to_string(), spec.sha256.clone());
+    }
     if s.tier == Tier::Flight {
         if s.glass_broken_by.is_some() {
             annotations.insert(GLASS_BROKEN_ANNOTATION.into(), "true".into());

@@ -117,7 +117,7 @@ pub fn parse(
 }
 
 /// The export's columns, in order: the CSV header and the JSON keys.
-pub const COLUMNS: [&str; 38] = [
+pub const COLUMNS: [&str; 39] = [
     "id",
     "environment",
     "tier",
@@ -148,6 +148,7 @@ pub const COLUMNS: [&str; 38] = [
     "grant_name",
     "debug_container",
     "copy_pod",
+    "spec_sha256",
     "recording_key",
     "recording_version",
     "recording_sha256",
@@ -222,6 +223,9 @@ pub struct ExportRecord {
     pub debug_container: Option<String>,
     /// The copy pod (copy mode).
     pub copy_pod: Option<String>,
+    /// The approved spec's SHA-256 (the objects activation creates), lowercase hex; empty for
+    /// requests made where no cluster was served.
+    pub spec_sha256: Option<String>,
     /// The recording's object key.
     pub recording_key: Option<String>,
     /// The recording's object version (the locked one).
@@ -289,6 +293,7 @@ impl ExportRecord {
             grant_name: s.grant_name.clone(),
             debug_container: s.debug_container.clone(),
             copy_pod: s.copy_pod.clone(),
+            spec_sha256: s.spec.as_ref().map(|sp| sp.sha256.clone()),
             recording_key: s.recording.as_ref().map(|r| r.key.clone()),
             recording_version: s.recording.as_ref().map(|r| r.version.clone()),
             recording_sha256: s.recording.as_ref().map(|r| r.sha256.clone()),

@@ -191,11 +191,19 @@ impl Lifecycle {
         self.refuse_if_locked(&req.environment, &req.requester)
             .await?;
         self.check_target(&req).await?;
-        let session = Session::new_request(Uuid::now_v7(), req, now);
+        let mut session = Session::new_request(Uuid::now_v7(), req, now);
+        if let Some(cluster) = self
+            .cluster
+            .as_ref()
+            .filter(|c| c.serves(&session.environment))
+        {
+            session.spec = Some(cluster.spec(&session).await?);
+        }
         let draft = EventDraft {
             actor: session.requester.clone(),
             kind: Commit::Create.label().into(),
-            detail: None,
+            // A Ground request is approved as it is made: its creation is what binds the spec.
+            detail: spec_detail(&session),
             at: now,
             notices: self.outbox.drafts(None, &session, &session.requester, now),
         };
@@ -276,7 +284,7 @@ impl Lifecycle {
                     &event
                 };
                 let next = s.apply(event, now)?;
-                Ok((next, draft_for(event, now), Commit::of(event)))
+                Ok((next, draft_for(event, s, now), Commit::of(event)))
             })
             .await?;
         // Only `Expire` leads to `Expired`, and no person's event is one: the deadline passed.
@@ -290,7 +298,7 @@ impl Lifecycle {
     pub async fn apply_event(&self, id: Uuid, event: SessionEvent) -> Result<Session, Error> {
         self.commit(id, |s, now| {
             let next = s.apply(&event, now)?;
-            Ok((next, draft_for(&event, now), Commit::of(&event)))
+            Ok((next, draft_for(&event, s, now), Commit::of(&event)))
         })
         .await
     }
@@ -330,7 +338,7 @@ impl Lifecycle {
         self.commit(id, |s, now| {
             let next = s.anchor_late(entry).map_err(Error::from)?;
             let event = SessionEvent::Progress(Progress::Anchored(entry.clone()));
-            Ok((next, draft_for(&event, now), Commit::Progress))
+            Ok((next, draft_for(&event, s, now), Commit::Progress))
         })
         .await
     }
@@ -416,11 +424,24 @@ where
     Err(Error::Conflict(last))
 }
 
-fn draft_for(event: &SessionEvent, at: OffsetDateTime) -> EventDraft {
+/// `spec sha256 <hash>`: the approved spec named in the event that approves it.
+fn spec_detail(s: &Session) -> Option<String> {
+    s.spec
+        .as_ref()
+        .map(|sp| format!("spec sha256 {}", sp.sha256))
+}
+
+/// The event row of `event` applied to `current`; a decision that lets the session go ahead
+/// (an approval, a broken glass) names the spec it approves.
+fn draft_for(event: &SessionEvent, current: &Session, at: OffsetDateTime) -> EventDraft {
+    let detail = match event {
+        SessionEvent::Approve { .. } | SessionEvent::BreakGlass { .. } => spec_detail(current),
+        _ => event.detail(),
+    };
     EventDraft {
         actor: event.actor().name().to_string(),
         kind: event.kind().to_string(),
-        detail: event.detail(),
+        detail,
         at,
         notices: Vec::new(),
     }

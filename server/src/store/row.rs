@@ -82,6 +82,7 @@ session_row! {
         created_at: OffsetDateTime,
         quorum_required: i64,
         quorum_distinct: bool,
+        spec_json: Option<String>,
     }
     mutable {
         approver: Option<String>,
@@ -164,6 +165,10 @@ impl From<&Session> for SessionRow {
             created_at: s.created_at,
             quorum_required: i64::from(s.quorum.required),
             quorum_distinct: s.quorum.distinct_groups,
+            spec_json: s
+                .spec
+                .as_ref()
+                .and_then(|sp| serde_json::to_string(sp).ok()),
             approver: s.approver.clone(),
             approvals_json: serde_json::to_string(&s.approvals).unwrap_or_else(|_| "[]".into()),
             extensions_json: serde_json::to_string(&s.extensions).unwrap_or_else(|_| "{}".into()),
@@ -248,6 +253,11 @@ impl TryFrom<SessionRow> for Session {
             .map_err(|_| corrupt(id, "approvals_json", row.approvals_json.clone()))?;
         let extensions = serde_json::from_str(&row.extensions_json)
             .map_err(|_| corrupt(id, "extensions_json", row.extensions_json.clone()))?;
+        let spec = row
+            .spec_json
+            .as_deref()
+            .map(|j| serde_json::from_str(j).map_err(|_| corrupt(id, "spec_json", j)))
+            .transpose()?;
         Ok(Session {
             id,
             environment: row.environment,
@@ -286,6 +296,7 @@ impl TryFrom<SessionRow> for Session {
             recording,
             rekor,
             review,
+            spec,
         })
     }
 }
@@ -409,6 +420,7 @@ mod tests {
                 [
                     include_str!("../../migrations/sqlite/0009_quorum.sql"),
                     include_str!("../../migrations/sqlite/0010_extensions.sql"),
+                    include_str!("../../migrations/sqlite/0014_spec.sql"),
                 ]
                 .concat(),
             ),
@@ -417,6 +429,7 @@ mod tests {
                 [
                     include_str!("../../migrations/postgres/0009_quorum.sql"),
                     include_str!("../../migrations/postgres/0010_extensions.sql"),
+                    include_str!("../../migrations/postgres/0014_spec.sql"),
                 ]
                 .concat(),
             ),

@@ -384,3 +384,29 @@ pub fn real_server(dir: &std::path::Path, config: &str) -> (std::process::Child,
         .expect("the server says where it listens");
     (child, url)
 }
+
+/// The spec a stand-in cluster port gives a request: an empty document, hashed, admitted.
+/// For tests whose cluster is not a real one; the rendering is tested in `cluster::spec`.
+#[allow(dead_code)]
+pub fn stand_in_spec(s: &breakglass_shared::Session) -> breakglass_shared::session::SessionSpec {
+    let document = serde_json::json!({ "session": s.id.to_string() }).to_string();
+    breakglass_shared::session::SessionSpec {
+        sha256: breakglass_server::recording::sha256_hex(document.as_bytes()),
+        document,
+        summary: breakglass_shared::session::SpecSummary {
+            image: "stand-in".into(),
+            role: breakglass_shared::session::LIVE_ROLE.into(),
+            subject: "stand-in".into(),
+            target_container: s.target_container.clone(),
+            process_access: false,
+            privileged: false,
+            ttl_minutes: s.granted_minutes(),
+            pod_uid: String::new(),
+            creates: "ephemeral container".into(),
+        },
+        dry_run: breakglass_shared::session::DryRun {
+            admitted: Some(true),
+            lines: vec![],
+        },
+    }
+}
