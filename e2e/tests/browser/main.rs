@@ -554,7 +554,11 @@ async fn approver_reads_the_spec(bob: &Browser) -> anyhow::Result<()> {
     );
     bob.click("[data-testid=session-spec] details > summary")
         .await?;
-    let yaml = bob.wait_text("[data-testid=spec-yaml]", "kind: RoleBinding").await?.text().await?;
+    let yaml = bob
+        .wait_text("[data-testid=spec-yaml]", "kind: RoleBinding")
+        .await?
+        .text()
+        .await?;
     ensure!(
         yaml.contains("EphemeralContainer") && yaml.contains("@sha256:"),
         "the YAML shows the debug container and its pinned image: {yaml}"
