@@ -377,6 +377,23 @@ impl ApiClient {
             .await?)
     }
 
+    /// GETs an API path as bytes, with its status and content type.
+    pub async fn get_bytes(&self, path: &str) -> anyhow::Result<(u16, String, Vec<u8>)> {
+        let r = self
+            .http
+            .get(format!("{}/api/breakglass{path}", self.base))
+            .send()
+            .await?;
+        let status = r.status().as_u16();
+        let kind = r
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        Ok((status, kind, r.bytes().await?.to_vec()))
+    }
+
     /// Creates a request; returns the session id.
     pub async fn create(&self, body: Value) -> anyhow::Result<String> {
         let (status, v) = self.post("/sessions", body).await?;

@@ -9,6 +9,7 @@ pub mod config;
 pub mod connections;
 pub mod credentials;
 pub mod error;
+pub mod evidence;
 pub mod export;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;

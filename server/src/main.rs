@@ -58,6 +58,12 @@ enum Command {
     /// The audit export: every session requested between --since and --until, as JSON lines,
     /// CSV or OCSF events, written as it is read.
     Export(breakglass_server::cli::export::ExportArgs),
+    /// The evidence bundle of sessions: one tar with each row, its events, the approved spec,
+    /// the recording and its transparency-log entry, and a VERIFY.md an auditor follows offline.
+    Evidence(breakglass_server::cli::evidence::EvidenceArgs),
+    /// Checks an evidence bundle offline (the checks of its VERIFY.md) and names the first that
+    /// fails.
+    VerifyEvidence(breakglass_server::cli::evidence::VerifyEvidenceArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +93,10 @@ fn main() -> ExitCode {
         Some(Command::Sessions(cmd)) => return breakglass_server::cli::sessions::main(cmd),
         Some(Command::Notify(cmd)) => return breakglass_server::cli::notify::main(cmd),
         Some(Command::Export(a)) => return breakglass_server::cli::export::main(a),
+        Some(Command::Evidence(a)) => return breakglass_server::cli::evidence::main(a),
+        Some(Command::VerifyEvidence(a)) => {
+            return breakglass_server::cli::evidence::verify_main(a)
+        }
         None => (cli.serve, false),
     };
     let config = match Config::load(&args) {

@@ -280,6 +280,15 @@ async fn review_the_ended_session(
         let text = carol.text_of(&format!("[data-testid={fact}]")).await?;
         ensure!(text.ends_with(ends), "{fact} says {text:?}");
     }
+    // The evidence bundle, for whoever may read the recording (its contents: tests/evidence.rs).
+    let href = carol
+        .displayed_attr("[data-testid=evidence-download]", "href")
+        .await?
+        .unwrap_or_default();
+    ensure!(
+        href.ends_with(&format!("/api/breakglass{session_path}/evidence")),
+        "the evidence link goes to {href:?}"
+    );
     carol.check_page("24-review-form").await?;
     // She has not watched it: the form says so. Then she plays some of it, and it says how
     // much.

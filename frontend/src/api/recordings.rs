@@ -17,6 +17,11 @@ pub fn recording_download_url(id: Uuid) -> String {
     format!("{}?download=true", recording_url(id))
 }
 
+/// Where the evidence bundle of session `id` is (a tar, served as an attachment).
+pub fn evidence_url(id: Uuid) -> String {
+    url(&format!("/sessions/{id}/evidence"))
+}
+
 /// The raw bytes of the recording (asciicast v2).
 pub async fn recording(id: Uuid) -> Result<Vec<u8>, ApiError> {
     let what = "load the recording";

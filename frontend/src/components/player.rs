@@ -20,6 +20,7 @@ use uuid::Uuid;
 use crate::api;
 use crate::fetch::fetch;
 
+pub use integrity::EvidenceLink;
 use integrity::{ChecksDetail, DownloadLink, IntegrityBadge};
 use screen::{LoadStatus, Screen};
 use search::{Search, SearchForm, SearchStatus};

@@ -43,6 +43,13 @@ fn SessionView(id: Uuid) -> impl IntoView {
     let reviewable = Memo::new(move |_| {
         session.with(|s| s.as_ref().is_some_and(|s| auth.may(s, Action::Review)))
     });
+    // For those who may read the recording, once there is one.
+    let evidence = Memo::new(move |_| {
+        session.with(|s| {
+            s.as_ref()
+                .is_some_and(|s| s.recording.is_some() && auth.may(s, Action::ReadRecording))
+        })
+    });
     view! {
         <Breadcrumb steps=Signal::derive(move || session.with(|s| steps_to_pod(s.as_ref()))) current=session_label(id)/>
         <h1 class="page-title">
@@ -51,6 +58,12 @@ fn SessionView(id: Uuid) -> impl IntoView {
         </h1>
         <SessionPanel id=id with_events=true on_session_page=true/>
         <SpecCard session=session/>
+        <Show when=move || evidence.get()>
+            <p class="evidence-line">
+                <crate::components::player::EvidenceLink id=id/>
+                <span class="muted small">" The row, its events, the approved spec, the recording and its transparency-log entry, with a VERIFY.md an auditor follows offline."</span>
+            </p>
+        </Show>
         <Show when=move || reviewable.get()>
             <ReviewForm id=id/>
         </Show>

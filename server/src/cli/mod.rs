@@ -1,6 +1,7 @@
 //! Command-line tools of `breakglass-server` besides serving.
 
 pub mod doctor;
+pub mod evidence;
 pub mod export;
 pub mod locks;
 pub mod logins;

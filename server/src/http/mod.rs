@@ -74,6 +74,7 @@ pub mod terminal;
         events::stream,
         recordings::recording,
         recordings::verify,
+        recordings::evidence,
         clusters::namespaces,
         clusters::pods,
         clusters::guardrails,
@@ -125,6 +126,7 @@ pub fn app(state: AppState) -> Router {
         .route("/sessions/{id}/terminal", get(terminal::terminal))
         .route("/sessions/{id}/recording", get(recordings::recording))
         .route("/sessions/{id}/recording/verify", get(recordings::verify))
+        .route("/sessions/{id}/evidence", get(recordings::evidence))
         .route("/environments/{env}/namespaces", get(clusters::namespaces))
         .route(
             "/environments/{env}/namespaces/{ns}/pods",

@@ -102,6 +102,43 @@ pub async fn verify(
     }))
 }
 
+/// The session's evidence bundle (`crate::evidence`): a tar with its row, events, approved
+/// spec, recording and transparency-log entry, and the VERIFY.md an auditor follows offline.
+#[utoipa::path(get, path = "/api/breakglass/sessions/{id}/evidence", tag = "recordings",
+    params(("id" = String, Path, description = "Session id (UUID)")),
+    responses(
+        (status = 200, description = "The bundle, as an attachment `evidence-<id>.tar`", content_type = "application/x-tar", body = Vec<u8>),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not the requester nor an approver or reviewer there", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 503, description = "The recording store or the transparency log did not answer", body = ErrorBody),
+    ))]
+pub async fn evidence(
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
+    State(recorder): State<Arc<Recorder>>,
+    user: CurrentUser,
+    SessionId(id): SessionId,
+) -> Result<Response, ApiError> {
+    user.session(&config, store.as_ref(), id, Action::ReadRecording)
+        .await?;
+    let src = recorder.evidence_sources(store.clone());
+    let tar = crate::evidence::write(&src, &[id], Vec::new())
+        .await
+        .map_err(|e| match e {
+            crate::evidence::EvidenceError::Store(e) => ApiError::from(e),
+            other => ApiError::new(
+                ErrorCode::Unavailable,
+                format!("the evidence bundle: {other}"),
+            ),
+        })?;
+    let mut res = ([(header::CONTENT_TYPE, "application/x-tar")], tar).into_response();
+    if let Ok(v) = format!("attachment; filename=\"evidence-{id}.tar\"").parse() {
+        res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(res)
+}
+
 /// 404 for a session whose row names no recording.
 fn nothing_recorded() -> ApiError {
     ApiError::not_found("nothing was recorded for this session")

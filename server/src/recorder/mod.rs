@@ -152,6 +152,18 @@ impl Recorder {
         self.log.as_deref()
     }
 
+    /// Where an evidence bundle reads recordings and log entries from, with `store`'s rows.
+    pub fn evidence_sources(
+        &self,
+        store: Arc<dyn crate::store::Store>,
+    ) -> crate::evidence::Sources {
+        crate::evidence::Sources {
+            store,
+            recordings: self.store.clone(),
+            log: self.log.clone(),
+        }
+    }
+
     /// How long a lease outlives its last renewal: a crashed holder's sessions are continued
     /// by another replica after this.
     pub fn lease_ttl(&self) -> Duration {

@@ -39,6 +39,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 pub use local::LocalStore;
+pub(crate) use rekor::{hashedrekord_parts, single_entry, verify_inclusion_proof, verify_set};
 pub use rekor::{load_or_create_key, LogError, TransparencyLog};
 pub use s3::{
     least_privilege_policy, BucketFinding, FindingStatus, InitBucketOutcome, InitBucketReport,

@@ -127,7 +127,24 @@ pub fn DownloadLink(
     view! {
         <Show when=recorded>
             <a class="button-link" href=api::recording_download_url(id) download=format!("session-{id}.cast")>"Download .cast"</a>
+            <EvidenceLink id=id/>
         </Show>
+    }
+}
+
+/// The link that downloads the session's evidence bundle: a tar an auditor checks offline with
+/// the commands of the VERIFY.md inside it.
+#[component]
+pub fn EvidenceLink(
+    /// The session.
+    id: Uuid,
+) -> impl IntoView {
+    view! {
+        <a class="button-link" href=api::evidence_url(id) download=format!("evidence-{id}.tar")
+            data-testid="evidence-download"
+            title="The row, its events, the approved spec, the recording and its transparency-log entry, with a VERIFY.md to check them offline">
+            "Download evidence (.tar)"
+        </a>
     }
 }
 

@@ -16,7 +16,7 @@ use super::{clip, LogError};
 /// One log entry as the log returns it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct LogEntry {
+pub(crate) struct LogEntry {
     pub body: String,
     pub integrated_time: i64,
     #[serde(rename = "logID")]
@@ -28,7 +28,7 @@ pub(super) struct LogEntry {
 /// What the log adds to an entry to prove it holds it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Verification {
+pub(crate) struct Verification {
     pub signed_entry_timestamp: Option<String>,
     pub inclusion_proof: Option<InclusionProof>,
 }
@@ -36,7 +36,7 @@ pub(super) struct Verification {
 /// The audit path from the entry's leaf to the root of a tree of `tree_size` entries.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct InclusionProof {
+pub(crate) struct InclusionProof {
     pub hashes: Vec<String>,
     pub log_index: u64,
     pub root_hash: String,
@@ -44,7 +44,7 @@ pub(super) struct InclusionProof {
 }
 
 /// A Rekor answer is an object with exactly one `uuid: entry` member.
-pub(super) fn single_entry(text: &str) -> Result<(String, LogEntry), LogError> {
+pub(crate) fn single_entry(text: &str) -> Result<(String, LogEntry), LogError> {
     let map: BTreeMap<String, LogEntry> = serde_json::from_str(text)
         .map_err(|e| LogError::Refused(format!("unexpected entry answer ({e}): {}", clip(text))))?;
     let mut it = map.into_iter();
@@ -58,7 +58,7 @@ pub(super) fn single_entry(text: &str) -> Result<(String, LogEntry), LogError> {
 }
 
 /// (hash hex, DER signature, PEM public key) of a `hashedrekord` entry body.
-pub(super) fn hashedrekord_parts(body: &[u8]) -> Result<(String, Vec<u8>, String), String> {
+pub(crate) fn hashedrekord_parts(body: &[u8]) -> Result<(String, Vec<u8>, String), String> {
     let v: Value =
         serde_json::from_slice(body).map_err(|e| format!("entry body is not JSON: {e}"))?;
     if v["kind"] != "hashedrekord" {
@@ -86,7 +86,7 @@ pub(super) fn hashedrekord_parts(body: &[u8]) -> Result<(String, Vec<u8>, String
 
 /// The signed entry timestamp is the log's signature over the canonical JSON of body,
 /// integratedTime, logID and logIndex (keys sorted, no spaces).
-pub(super) fn verify_set(
+pub(crate) fn verify_set(
     entry: &LogEntry,
     set_b64: &str,
     log_key: &VerifyingKey,
@@ -125,7 +125,7 @@ fn node_hash(left: &[u8], right: &[u8]) -> [u8; 32] {
 
 /// RFC 9162 section 2.1.3.2: the root computed from the leaf and the audit path equals the
 /// proof's root hash.
-pub(super) fn verify_inclusion_proof(leaf: &[u8], proof: &InclusionProof) -> Result<(), String> {
+pub(crate) fn verify_inclusion_proof(leaf: &[u8], proof: &InclusionProof) -> Result<(), String> {
     let hashes = proof
         .hashes
         .iter()

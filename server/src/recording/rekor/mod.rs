@@ -25,7 +25,9 @@ use serde_json::{json, Value};
 
 use super::TransparencyLogSettings;
 use crate::fsutil::write_private;
-use entry::{hashedrekord_parts, single_entry, verify_inclusion_proof, verify_set, LogEntry};
+pub(crate) use entry::{
+    hashedrekord_parts, single_entry, verify_inclusion_proof, verify_set, LogEntry,
+};
 
 /// Why talking to the log failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -238,6 +240,11 @@ impl TransparencyLog {
 
     /// The entry called `uuid`, with the UUID the log files it under.
     async fn fetch(&self, uuid: &str) -> Result<(String, LogEntry), LogError> {
+        self.fetch_text(uuid).await.map(|(_, found)| found)
+    }
+
+    /// [`TransparencyLog::fetch`] with the answer's text.
+    async fn fetch_text(&self, uuid: &str) -> Result<(String, (String, LogEntry)), LogError> {
         if uuid.is_empty() || !uuid.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(LogError::Refused(format!(
                 "{uuid:?} is not a log entry UUID"
@@ -246,7 +253,7 @@ impl TransparencyLog {
         let url = format!("{}/api/v1/log/entries/{uuid}", self.base);
         let (status, text) = self.get(&url).await?;
         match status.as_u16() {
-            200 => single_entry(&text),
+            200 => single_entry(&text).map(|found| (text, found)),
             404 => Err(LogError::NotFound(uuid.to_string())),
             s if s >= 500 => Err(LogError::Unavailable(format!(
                 "GET {url}: {status}: {}",
@@ -257,6 +264,23 @@ impl TransparencyLog {
                 clip(&text)
             ))),
         }
+    }
+
+    /// The log's answer for entry `uuid`, as it sent it (`{uuid: entry}` with the entry's
+    /// verification: its signed timestamp and inclusion proof), for an evidence bundle.
+    pub async fn entry_answer(&self, uuid: &str) -> Result<String, LogError> {
+        self.fetch_text(uuid).await.map(|(text, _)| text)
+    }
+
+    /// The log's own public key (PEM): the pinned one when configured, else as the log serves
+    /// it.
+    pub async fn log_public_key_pem(&self) -> Result<String, LogError> {
+        let key = match &self.log_key {
+            Some(k) => *k,
+            None => self.log_key().await?,
+        };
+        key.to_public_key_pem(LineEnding::LF)
+            .map_err(|e| LogError::Refused(format!("cannot encode the log's key: {e}")))
     }
 
     /// Status and body of `GET url`; a transport failure is [`LogError::Unavailable`].
