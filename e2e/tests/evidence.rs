@@ -145,6 +145,37 @@ async fn an_auditor_checks_the_bundle_offline_and_each_tampering_is_caught() {
     .await
     .unwrap();
 
+    // The lock on the recording, as the store reports it.
+    let (st, r) = bob
+        .get(&format!("/sessions/{id}/recording/retention"))
+        .await
+        .unwrap();
+    assert_eq!(st, 200, "{r}");
+    if std::env::var("BREAKGLASS_E2E_STORE").as_deref() == Ok("s3") {
+        assert_eq!(
+            (&r["lockable"], &r["mode"]),
+            (&json!(true), &json!("GOVERNANCE")),
+            "{r}"
+        );
+        let until = time::OffsetDateTime::parse(
+            r["retain_until"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap();
+        let days = (until - time::OffsetDateTime::now_utc()).whole_days();
+        assert!((364..=365).contains(&days), "retained {days} days: {r}");
+    } else {
+        assert_eq!(
+            (&r["lockable"], &r["mode"]),
+            (&json!(false), &Value::Null),
+            "{r}"
+        );
+        assert!(
+            r["store"].as_str().unwrap().starts_with("local directory"),
+            "{r}"
+        );
+    }
+
     // The download button's bundle (bob approved it, so he may read the recording) ...
     let (st, kind, tar) = bob
         .get_bytes(&format!("/sessions/{id}/evidence"))
@@ -221,8 +252,8 @@ async fn an_auditor_checks_the_bundle_offline_and_each_tampering_is_caught() {
             "segments",
             |s| {
                 edit_json(&s.join("segments.json"), |v| {
-                    v[0]["cast_sha256"] = json!("0".repeat(64))
-                })
+                    v[0]["cast_sha256"] = json!("0".repeat(64));
+                });
             },
             "segments chain",
         ),
@@ -230,8 +261,8 @@ async fn an_auditor_checks_the_bundle_offline_and_each_tampering_is_caught() {
             "row",
             |s| {
                 edit_json(&s.join("session.json"), |v| {
-                    v["approvals"][0]["by"] = json!("mallory")
-                })
+                    v["approvals"][0]["by"] = json!("mallory");
+                });
             },
             "events",
         ),
@@ -244,7 +275,7 @@ async fn an_auditor_checks_the_bundle_offline_and_each_tampering_is_caught() {
                             e["actor"] = json!("mallory");
                         }
                     }
-                })
+                });
             },
             "events",
         ),
@@ -266,7 +297,7 @@ async fn an_auditor_checks_the_bundle_offline_and_each_tampering_is_caught() {
                 edit_json(&s.join("rekor-entry.json"), |v| {
                     let entry = v.as_object_mut().unwrap().values_mut().next().unwrap();
                     entry["integratedTime"] = json!(entry["integratedTime"].as_i64().unwrap() + 1);
-                })
+                });
             },
             "log signature",
         ),

@@ -33,7 +33,9 @@ pub use cluster::{guardrails, namespaces, pods, ItemStatus};
 pub use events::{open_events, EventStream, StreamEvent};
 pub use locks::{lock_environment, unlock_environment};
 pub use notifications::deliveries;
-pub use recordings::{evidence_url, recording, recording_download_url, verify_recording};
+pub use recordings::{
+    evidence_url, recording, recording_download_url, recording_retention, verify_recording,
+};
 pub use sessions::{
     act, approve_extension, create_session, deny, deny_extension, extend, list_sessions, review,
     session, Action,

@@ -242,3 +242,23 @@ pub struct VerifyCheck {
     /// What was seen.
     pub detail: String,
 }
+
+/// How the store keeps a session's recording, as the store itself reports it
+/// (`GET /sessions/{id}/recording/retention`): what an auditor asks of retention.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct RecordingRetention {
+    /// The store, as the server describes it (`s3://bucket at ...`, `local directory ...`).
+    pub store: String,
+    /// Whether the store can lock objects at all (a local directory cannot).
+    pub lockable: bool,
+    /// `GOVERNANCE` or `COMPLIANCE`, as the store reports the version's lock; `None`: the
+    /// version carries none.
+    pub mode: Option<String>,
+    /// Until when the version can be neither deleted nor overwritten.
+    #[serde(with = "time::serde::rfc3339::option", default)]
+    #[cfg_attr(feature = "server", schema(value_type = Option<String>, format = DateTime))]
+    pub retain_until: Option<time::OffsetDateTime>,
+    /// Whether a legal hold keeps it beyond that date.
+    pub legal_hold: bool,
+}

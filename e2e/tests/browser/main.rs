@@ -289,6 +289,19 @@ async fn review_the_ended_session(
         href.ends_with(&format!("/api/breakglass{session_path}/evidence")),
         "the evidence link goes to {href:?}"
     );
+    // How the store keeps the recording, as it reports it.
+    let kept = carol
+        .wait_text("[data-testid=recording-retention]", "ock")
+        .await?
+        .text()
+        .await?;
+    // This server records to a bucket with Object Lock or, where the test reads stored files
+    // itself, to a local directory (tests/evidence.rs checks the figures of both).
+    ensure!(
+        kept.starts_with("Locked (GOVERNANCE) until ")
+            || kept.starts_with("Not locked: the recordings are in a local directory"),
+        "the session page says {kept:?}"
+    );
     carol.check_page("24-review-form").await?;
     // She has not watched it: the form says so. Then she plays some of it, and it says how
     // much.

@@ -1,6 +1,6 @@
 //! A session's recording: its addresses, its bytes and the server's integrity check.
 
-use breakglass_shared::recording::VerifyResult;
+use breakglass_shared::recording::{RecordingRetention, VerifyResult};
 use gloo_net::http::Request;
 use uuid::Uuid;
 use web_sys::RequestCredentials;
@@ -40,6 +40,15 @@ pub async fn verify_recording(id: Uuid) -> Result<VerifyResult, ApiError> {
     get_json(
         "verify the recording",
         &format!("/sessions/{id}/recording/verify"),
+    )
+    .await
+}
+
+/// How the store keeps the recording (its lock, as the store reports it).
+pub async fn recording_retention(id: Uuid) -> Result<RecordingRetention, ApiError> {
+    get_json(
+        "read the recording's retention",
+        &format!("/sessions/{id}/recording/retention"),
     )
     .await
 }

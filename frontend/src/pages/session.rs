@@ -59,14 +59,52 @@ fn SessionView(id: Uuid) -> impl IntoView {
         <SessionPanel id=id with_events=true on_session_page=true/>
         <SpecCard session=session/>
         <Show when=move || evidence.get()>
-            <p class="evidence-line">
-                <crate::components::player::EvidenceLink id=id/>
-                <span class="muted small">" The row, its events, the approved spec, the recording and its transparency-log entry, with a VERIFY.md an auditor follows offline."</span>
-            </p>
+            <section class="card" aria-labelledby="evidence-title">
+                <h2 id="evidence-title">"Recording and evidence"</h2>
+                <Retention id=id/>
+                <p class="evidence-line">
+                    <crate::components::player::EvidenceLink id=id/>
+                    <span class="muted small">" The row, its events, the approved spec, the recording and its transparency-log entry, with a VERIFY.md an auditor follows offline."</span>
+                </p>
+            </section>
         </Show>
         <Show when=move || reviewable.get()>
             <ReviewForm id=id/>
         </Show>
+    }
+}
+
+/// The recording's lock, as the store reports it now: what retention an auditor can rely on.
+#[component]
+fn Retention(
+    /// The session.
+    id: Uuid,
+) -> impl IntoView {
+    let lock = crate::fetch::fetch(move || async move { api::recording_retention(id).await });
+    move || {
+        lock.get().map(|r| {
+            let text = match r {
+                Err(e) => format!("The store could not say how it keeps the recording: {}", e.message),
+                Ok(r) => match (&r.mode, r.retain_until) {
+                    (Some(mode), Some(until)) => format!(
+                        "Locked ({mode}) until {}{}, as the store ({}) reports it.",
+                        crate::format::timestamp(until),
+                        if r.legal_hold { ", and under a legal hold" } else { "" },
+                        r.store
+                    ),
+                    _ if !r.lockable => format!(
+                        "Not locked: the recordings are in a {}, which keeps no locks (production records to a bucket with Object Lock).",
+                        r.store
+                    ),
+                    _ => format!(
+                        "Not locked: the store ({}) reports no lock on this version{}. Check the bucket's default retention (breakglass-server doctor --bucket).",
+                        r.store,
+                        if r.legal_hold { ", only a legal hold" } else { "" }
+                    ),
+                },
+            };
+            view! { <p data-testid="recording-retention">{text}</p> }
+        })
     }
 }
 

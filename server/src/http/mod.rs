@@ -75,6 +75,7 @@ pub mod terminal;
         recordings::recording,
         recordings::verify,
         recordings::evidence,
+        recordings::retention,
         clusters::namespaces,
         clusters::pods,
         clusters::guardrails,
@@ -127,6 +128,10 @@ pub fn app(state: AppState) -> Router {
         .route("/sessions/{id}/recording", get(recordings::recording))
         .route("/sessions/{id}/recording/verify", get(recordings::verify))
         .route("/sessions/{id}/evidence", get(recordings::evidence))
+        .route(
+            "/sessions/{id}/recording/retention",
+            get(recordings::retention),
+        )
         .route("/environments/{env}/namespaces", get(clusters::namespaces))
         .route(
             "/environments/{env}/namespaces/{ns}/pods",

@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use breakglass_shared::access::Action;
-use breakglass_shared::recording::{VerifyCheck, VerifyResult};
+use breakglass_shared::recording::{RecordingRetention, VerifyCheck, VerifyResult};
 use breakglass_shared::{ErrorBody, ErrorCode};
 use serde::Deserialize;
 
@@ -99,6 +99,43 @@ pub async fn verify(
                 }
             })
             .collect(),
+    }))
+}
+
+/// How the store keeps the session's recording: the lock mode and retain-until date of the
+/// version on the row, as the store reports them now.
+#[utoipa::path(get, path = "/api/breakglass/sessions/{id}/recording/retention", tag = "recordings",
+    params(("id" = String, Path, description = "Session id (UUID)")),
+    responses(
+        (status = 200, description = "The lock, as the store reports it", body = RecordingRetention),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not the requester nor an approver or reviewer there", body = ErrorBody),
+        (status = 404, description = "No such session, or nothing recorded", body = ErrorBody),
+        (status = 503, description = "The recording store did not answer", body = ErrorBody),
+    ))]
+pub async fn retention(
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
+    State(recorder): State<Arc<Recorder>>,
+    user: CurrentUser,
+    SessionId(id): SessionId,
+) -> Result<Json<RecordingRetention>, ApiError> {
+    let (s, _) = user
+        .session(&config, store.as_ref(), id, Action::ReadRecording)
+        .await?;
+    let rec = s.recording.as_ref().ok_or_else(nothing_recorded)?;
+    let version = Some(rec.version.as_str()).filter(|v| !v.is_empty());
+    let recordings = recorder.store();
+    let lock = recordings
+        .retention(&rec.key, version)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("the recording store: {e}")))?;
+    Ok(Json(RecordingRetention {
+        store: recordings.describe(),
+        lockable: lock.is_some(),
+        legal_hold: lock.as_ref().is_some_and(|l| l.legal_hold),
+        retain_until: lock.as_ref().and_then(|l| l.retain_until),
+        mode: lock.and_then(|l| l.mode),
     }))
 }
 

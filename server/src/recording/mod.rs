@@ -285,6 +285,17 @@ pub trait RecordingStore: Send + Sync + 'static {
     /// The id and length of the latest version of `key`, without reading it.
     async fn latest_size(&self, key: &str) -> Result<(String, u64), RecordingStoreError>;
 
+    /// The lock on `version` of `key` as the store reports it: `(mode, retain until, legal
+    /// hold)`, or `None` for a store that keeps no locks (a local directory).
+    async fn retention(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<Option<Lock>, RecordingStoreError> {
+        let _ = (key, version);
+        Ok(None)
+    }
+
     /// Reachable, and set up to keep recordings (bucket exists with versioning and Object
     /// Lock; or the directory is writable). Called before a session starts.
     async fn check(&self) -> Result<(), RecordingStoreError>;
@@ -301,6 +312,17 @@ pub enum Backend {
     /// A local directory (the embedded default for a first run; no lock, no versioning by
     /// the storage itself).
     Local(PathBuf),
+}
+
+/// An object version's lock, as an S3 store reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Lock {
+    /// `GOVERNANCE` or `COMPLIANCE`; `None` when the version carries no lock.
+    pub mode: Option<String>,
+    /// Until when.
+    pub retain_until: Option<time::OffsetDateTime>,
+    /// Whether a legal hold is on.
+    pub legal_hold: bool,
 }
 
 /// Everything the recording module needs, independent of the server's config file.

@@ -440,6 +440,33 @@ impl RecordingStore for S3Store {
         Ok((version, len))
     }
 
+    async fn retention(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<Option<super::Lock>, RecordingStoreError> {
+        // HEAD, not GetObjectRetention: every S3 server answers it with the lock's headers
+        // (versitygw's GetObjectRetention body is not one the SDK reads).
+        let out = self
+            .client
+            .head_object()
+            .bucket(&self.config.bucket)
+            .key(key)
+            .set_version_id(version.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| classify(&format!("head {key}"), Some((key, version)), &e))?;
+        Ok(Some(super::Lock {
+            mode: out.object_lock_mode().map(|m| m.as_str().to_string()),
+            retain_until: out
+                .object_lock_retain_until_date()
+                .and_then(|d| time::OffsetDateTime::from_unix_timestamp(d.secs()).ok()),
+            legal_hold: out
+                .object_lock_legal_hold_status()
+                .is_some_and(|h| h.as_str() == "ON"),
+        }))
+    }
+
     async fn check(&self) -> Result<(), RecordingStoreError> {
         let bucket = &self.config.bucket;
         let hint = "the server's key needs s3:GetBucketVersioning and \
