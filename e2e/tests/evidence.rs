@@ -42,13 +42,8 @@ fn run_guide(dir: &Path) -> (bool, String) {
         .current_dir(dir)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
     std::fs::remove_file(dir.join("verify.sh")).unwrap();
-    (out.status.success(), text)
+    outcome(&out)
 }
 
 /// `breakglass-server verify-evidence` on a tar of `dir`: (passed, its output).
@@ -69,6 +64,11 @@ fn run_verifier(dir: &Path, data_dir: &Path) -> (bool, String) {
         .arg(&tar)
         .output()
         .unwrap();
+    outcome(&out)
+}
+
+/// Whether a checker passed, and all it printed.
+fn outcome(out: &std::process::Output) -> (bool, String) {
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

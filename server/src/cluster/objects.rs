@@ -361,7 +361,7 @@ pub fn container_terminated(p: &Pod, name: &str) -> bool {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -375,7 +375,8 @@ mod tests {
     use breakglass_shared::Mode;
     use uuid::Uuid;
 
-    fn session(tier: Tier, mode: Mode) -> Session {
+    /// A request for `web-1` (container `app`) in `shop` on `prod`, for the cluster's tests.
+    pub(crate) fn session(tier: Tier, mode: Mode) -> Session {
         Session::new_request(
             Uuid::parse_str("01a22929-d3ca-70c7-8b07-0ce9004d43f4").unwrap(),
             NewSession {

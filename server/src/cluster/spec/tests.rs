@@ -1,8 +1,6 @@
-use breakglass_shared::session::{ExtensionLimits, NewSession, Quorum};
 use breakglass_shared::{Mode, Session, Tier};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
-use uuid::Uuid;
 
 use super::*;
 
@@ -10,25 +8,7 @@ const ME: &str = "system:serviceaccount:breakglass:breakglass-server";
 const IMAGE: &str = "registry.example/debug@sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
 fn session(mode: Mode) -> Session {
-    Session::new_request(
-        Uuid::parse_str("01a22929-d3ca-70c7-8b07-0ce9004d43f4").unwrap(),
-        NewSession {
-            environment: "prod".into(),
-            tier: Tier::Flight,
-            namespace: "shop".into(),
-            pod: "web-1".into(),
-            target_container: Some("app".into()),
-            mode,
-            reason: "checking a stuck worker".into(),
-            ticket: None,
-            duration_minutes: 30,
-            recycle: false,
-            requester: "alice".into(),
-            quorum: Quorum::default(),
-            extension_limits: ExtensionLimits::default(),
-        },
-        time::macros::datetime!(2026-12-05 10:00 UTC),
-    )
+    crate::cluster::objects::tests::session(Tier::Flight, mode)
 }
 
 fn pod(uid: &str, image: &str) -> Pod {
