@@ -78,7 +78,7 @@ return `${over} px too wide; sticking out: ${out.slice(0, 6).map(name).join(', '
 "#;
 
 /// The page states README.md's UI section shows (as `docs/images/ui-<name>.png`).
-pub const DOC_STATES: [&str; 8] = [
+pub const DOC_STATES: [&str; 9] = [
     "04-form-errors",
     "08b-decided-elsewhere",
     "09b-withdrawn",
@@ -87,6 +87,7 @@ pub const DOC_STATES: [&str; 8] = [
     "24-review-form",
     "27-terminated",
     "13e-ops-wall-waiting-long",
+    "23a-approver-reads-the-spec",
 ];
 
 impl Browser {

@@ -3,7 +3,7 @@
 //! decisions are taken, so an approver approves objects, not a sentence.
 
 use breakglass_shared::session::SessionSpec;
-use breakglass_shared::Session;
+use breakglass_shared::{Session, SessionState};
 use leptos::prelude::*;
 
 use crate::components::common::dynv;
@@ -14,15 +14,36 @@ pub fn SpecCard(
     /// The session, kept current by the page.
     session: Memo<Option<Session>>,
 ) -> impl IntoView {
-    // The spec never changes after the request: rebuilt only when it appears.
-    let spec = Memo::new(move |_| session.with(|s| s.as_ref().and_then(|s| s.spec.clone())));
-    dynv(move || spec.get().map(|sp| view! { <SpecView sp=sp/> }))
+    // The spec never changes after the request: rebuilt only when it appears, or when the
+    // session moves past the point where its objects were to be created.
+    let spec = Memo::new(move |_| {
+        session.with(|s| {
+            s.as_ref().and_then(|s| {
+                let title = match s.state {
+                    SessionState::PendingApproval | SessionState::Approved => {
+                        "What activation will create"
+                    }
+                    SessionState::Denied | SessionState::Expired | SessionState::Withdrawn => {
+                        "What activation would have created"
+                    }
+                    _ => "The approved spec: what activation creates",
+                };
+                s.spec.clone().map(|sp| (sp, title))
+            })
+        })
+    });
+    dynv(move || {
+        spec.get()
+            .map(|(sp, title)| view! { <SpecView sp=sp title=title/> })
+    })
 }
 
 #[component]
 fn SpecView(
     /// The spec shown.
     sp: SessionSpec,
+    /// The card's heading, by where the session stands.
+    title: &'static str,
 ) -> impl IntoView {
     let sum = sp.summary.clone();
     let (verdict_class, verdict) = match sp.dry_run.admitted {
@@ -49,7 +70,7 @@ fn SpecView(
         .unwrap_or_else(|| "The stored document is not readable.".into());
     view! {
         <section class="card spec" aria-labelledby="spec-title" data-testid="session-spec">
-            <h2 id="spec-title">"What activation will create"</h2>
+            <h2 id="spec-title">{title}</h2>
             <p class=verdict_class data-testid="spec-verdict">{verdict}</p>
             <ul class="spec-lines">
                 {sp.dry_run.lines.iter().map(|l| view! { <li>{l.clone()}</li> }).collect_view()}
