@@ -566,6 +566,9 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
 /// The approver opens the waiting request from the queue strip and reads what activation will
 /// create: the cluster's dry-run verdict, the pinned image, the hash, the objects as YAML.
 async fn approver_reads_the_spec(bob: &Browser) -> anyhow::Result<()> {
+    // The queue strip says what approving approves, in one line.
+    bob.wait_text("[data-testid=queue-spec]", "the cluster would admit it")
+        .await?;
     bob.click("[data-testid=queue-item] a.qi-pod").await?;
     bob.wait_text("[data-testid=spec-verdict]", "would admit")
         .await?;

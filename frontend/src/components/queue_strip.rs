@@ -325,6 +325,20 @@ fn QueueItem(
                 </div>
                 <p class="qi-reason">{s.reason.clone()}</p>
                 {crate::format::approvals_line(&s).map(|line| view! { <p class="qi-approvals muted small" data-testid="approvals-count">{line}</p> })}
+                // What approving approves, in one line; the whole spec is on the session's page.
+                {s.spec.as_ref().map(|sp| {
+                    let (class, verdict) = match sp.dry_run.admitted {
+                        Some(true) => ("qi-spec muted small", "the cluster would admit it"),
+                        Some(false) => ("qi-spec qi-spec-refused small", "the cluster would refuse it: see why"),
+                        None => ("qi-spec muted small", "the cluster was not asked"),
+                    };
+                    view! {
+                        <p class=class data-testid="queue-spec">
+                            <a href=links::session(s.id)>{format!("spec {}", sp.short_sha256())}</a>
+                            {format!(" · {} · {}", sp.summary.creates, verdict)}
+                        </p>
+                    }
+                })}
                 {s.ticket.clone().map(|t| view! {
                     <a class="qi-ticket" href=t.clone() target="_blank" rel="noopener noreferrer">{t.clone()}</a>
                 })}
