@@ -33,7 +33,7 @@ pub struct ExportArgs {
     serve: ServeArgs,
 }
 
-/// Runs the export (exit 0 on success, 1 on failure, 2 on bad settings); the count of sessions
+/// Runs the export (exit 0 on success, 1 on failure, 2 on bad settings); the count of bytes written
 /// goes to standard error.
 pub fn main(args: ExportArgs) -> ExitCode {
     let serve = args.serve.clone();

@@ -346,7 +346,7 @@ impl EnvironmentConfig {
             let p = Permission::from_name(&name).ok_or_else(|| {
                 ConfigError::new(
                     format!("{key}.permissions.{name}"),
-                    "unknown permission; use tower.breakglass.request, .approve, .terminate or .self",
+                    "unknown permission; use tower.breakglass.request, .approve, .terminate, .self or .audit",
                 )
             })?;
             for (j, u) in holders.users.iter_mut().enumerate() {

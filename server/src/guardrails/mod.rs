@@ -119,7 +119,7 @@ mod tests {
         assert_eq!(
             policy_parameter_image().unwrap(),
             DEFAULT_DEBUG_IMAGE,
-            "policies/debug-image.yaml disagrees with DEFAULT_DEBUG_IMAGE (server/src/config.rs)"
+            "policies/debug-image.yaml disagrees with DEFAULT_DEBUG_IMAGE (server/src/config/environments.rs)"
         );
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(KYVERNO_IMAGE_POLICY)
             .unwrap()
