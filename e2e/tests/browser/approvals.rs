@@ -1,5 +1,6 @@
 //! An approval whose session then fails to start is told to its approver, on their home page,
-//! live: here the pod goes away between the request and the approval.
+//! live: here the pod goes away between the request and the approval. And what an approver reads
+//! before approving: the spec (`approver_reads_the_spec`, from the terminal test).
 
 use std::time::Duration;
 
@@ -77,4 +78,33 @@ async fn an_approval_that_fails_to_start_is_told_to_its_approver() -> anyhow::Re
     }
     ns.delete().await?;
     result
+}
+
+/// The approver opens the waiting request from the queue strip and reads what activation will
+/// create: the cluster's dry-run verdict, the pinned image, the hash, the objects as YAML.
+pub(crate) async fn approver_reads_the_spec(bob: &Browser) -> anyhow::Result<()> {
+    // The queue strip says what approving approves, in one line.
+    bob.wait_text("[data-testid=queue-spec]", "the cluster would admit it")
+        .await?;
+    bob.click("[data-testid=queue-item] a.qi-pod").await?;
+    bob.wait_text("[data-testid=spec-verdict]", "would admit")
+        .await?;
+    let sha = bob.text_of("[data-testid=spec-sha256]").await?;
+    ensure!(
+        sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()),
+        "the spec's hash reads {sha:?}"
+    );
+    bob.click("[data-testid=session-spec] details > summary")
+        .await?;
+    let yaml = bob
+        .wait_text("[data-testid=spec-yaml]", "kind: RoleBinding")
+        .await?
+        .text()
+        .await?;
+    ensure!(
+        yaml.contains("EphemeralContainer") && yaml.contains("@sha256:"),
+        "the YAML shows the debug container and its pinned image: {yaml}"
+    );
+    bob.check_page("23a-approver-reads-the-spec").await?;
+    Ok(())
 }

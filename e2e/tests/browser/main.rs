@@ -518,7 +518,7 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
         panel_state(&alice, "PendingApproval").await?;
         bob.goto(&server.at("/")).await?;
         bob.dev_sign_in("bob").await?;
-        approver_reads_the_spec(&bob).await?;
+        approvals::approver_reads_the_spec(&bob).await?;
         bob.goto(&server.at("/")).await?;
         bob.click("[data-testid=queue-item] [data-action=approve]")
             .await?;
@@ -561,35 +561,6 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
     }
     ns.delete().await?;
     result
-}
-
-/// The approver opens the waiting request from the queue strip and reads what activation will
-/// create: the cluster's dry-run verdict, the pinned image, the hash, the objects as YAML.
-async fn approver_reads_the_spec(bob: &Browser) -> anyhow::Result<()> {
-    // The queue strip says what approving approves, in one line.
-    bob.wait_text("[data-testid=queue-spec]", "the cluster would admit it")
-        .await?;
-    bob.click("[data-testid=queue-item] a.qi-pod").await?;
-    bob.wait_text("[data-testid=spec-verdict]", "would admit")
-        .await?;
-    let sha = bob.text_of("[data-testid=spec-sha256]").await?;
-    ensure!(
-        sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()),
-        "the spec's hash reads {sha:?}"
-    );
-    bob.click("[data-testid=session-spec] details > summary")
-        .await?;
-    let yaml = bob
-        .wait_text("[data-testid=spec-yaml]", "kind: RoleBinding")
-        .await?
-        .text()
-        .await?;
-    ensure!(
-        yaml.contains("EphemeralContainer") && yaml.contains("@sha256:"),
-        "the YAML shows the debug container and its pinned image: {yaml}"
-    );
-    bob.check_page("23a-approver-reads-the-spec").await?;
-    Ok(())
 }
 
 mod approvals;
