@@ -66,8 +66,8 @@ impl Clusters {
             pods: Api::namespaced(client, &s.namespace),
             progress,
         };
-        // The pod as it is now: the objects are rendered from it, checked against the approved
-        // spec, and (copy mode) the copy is made from this very read.
+        // The pod as it is now: the objects are rendered from it and checked against the
+        // approved spec before anything is written (copy mode checks its own read again).
         let pod = retry(STEP_BUDGET, false, || async {
             t.pods
                 .get(&s.pod)
@@ -85,7 +85,7 @@ impl Clusters {
                 }
                 self.add_debug_container(&t).await?;
             }
-            Mode::Copy => self.create_copy(&t, &pod).await?,
+            Mode::Copy => self.create_copy(&t, &me).await?,
         }
         self.wait_running(&t).await
     }
@@ -177,11 +177,19 @@ impl Clusters {
         Ok(())
     }
 
-    /// Step 2, copy: the hardened copy of `original` (the pod read for the spec check).
-    async fn create_copy(&self, t: &Target<'_>, original: &Pod) -> Result<(), ClusterError> {
+    /// Step 2, copy: the hardened copy pod.
+    async fn create_copy(&self, t: &Target<'_>, me: &str) -> Result<(), ClusterError> {
         let (s, env) = (t.s, t.env);
-        let copy = copy_pod(s, original, &self.debug_image);
         retry(STEP_BUDGET, true, || async {
+            // Read again after the grant: the pod may have gone meanwhile, and the copy is made
+            // only from a read that still renders the approved spec.
+            let original = t
+                .pods
+                .get(&s.pod)
+                .await
+                .map_err(|e| ClusterError::from_kube(env, "read the pod to copy", e))?;
+            self.check_spec(s, me, &original)?;
+            let copy = copy_pod(s, &original, &self.debug_image);
             match t.pods.create(&PostParams::default(), &copy).await {
                 Ok(_) => Ok(()),
                 Err(e) => {
