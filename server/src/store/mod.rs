@@ -249,8 +249,8 @@ macro_rules! sql_store {
             from: Option<SessionState>,
             to: SessionState,
         ) -> Result<(), StoreError> {
-            let split = ev.notices.len().min(crate::store::outbox::OUTBOX_BATCH);
-            let (first, rest) = ev.notices.split_at(split);
+            let mut first = crate::store::outbox::stage(&ev.notices);
+            let rest = first.split_off(first.len().min(crate::store::outbox::OUTBOX_BATCH));
             let (open, join) = EVENT_WITH_NOTICES;
             let mut q: QueryBuilder<'_, $db> =
                 QueryBuilder::new(if first.is_empty() { "" } else { open });
@@ -269,10 +269,10 @@ macro_rules! sql_store {
             q.push(")");
             if !first.is_empty() {
                 q.push(join);
-                push_outbox(&mut q, first);
+                push_staged(&mut q, first);
             }
             q.build().execute(&mut *conn).await?;
-            insert_outbox(conn, rest).await?;
+            insert_staged(conn, rest).await?;
             Ok(())
         }
 

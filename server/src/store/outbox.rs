@@ -1,16 +1,21 @@
 //! The notification outbox (`breakglass_outbox`): one row per notification and receiver.
 //!
-//! Rows caused by a session change are written by [`Store::insert`](super::Store::insert) and
-//! [`Store::compare_and_set`](super::Store::compare_and_set) in the change's own transaction
-//! (the drafts ride on its [`EventDraft`](super::EventDraft)), so a change is never stored
-//! without its notifications or the other way round. The clock's notices (reminders,
-//! escalations, overdue reviews) go in with [`OutboxStore::enqueue`], once per unique event key
-//! and receiver, whichever replica's sweep sees them first.
+//! Notices caused by a session change are written by [`Store::insert`](super::Store::insert)
+//! and [`Store::compare_and_set`](super::Store::compare_and_set) in the change's own
+//! transaction (the drafts ride on its [`EventDraft`](super::EventDraft)), so a change is never
+//! stored without its notifications or the other way round. They are written staged
+//! (`breakglass_outbox_staged`): one row per notice with its receivers' names and one copy of
+//! the payload, the least a change can pay. A worker's claim first moves staged notices into
+//! the outbox proper, one row per receiver (leaving out any whose event key and receiver are
+//! there already), in the transaction that deletes them, so none is lost or moved twice. The
+//! clock's notices (reminders, escalations, overdue reviews) go straight in with
+//! [`OutboxStore::enqueue`], once per unique event key and receiver, whichever replica's sweep
+//! sees them first.
 //!
 //! Delivery claims a batch for a while (`claimed_until_ms`): on PostgreSQL the claim skips rows
-//! another replica is claiming (`FOR UPDATE SKIP LOCKED`), so each row has one worker at a time;
-//! SQLite serves one replica. A worker that dies leaves its claim to run out, and the row is
-//! delivered by the next worker to come by.
+//! (and staged notices) another replica is claiming (`FOR UPDATE SKIP LOCKED`), so each row has
+//! one worker at a time; SQLite serves one replica. A worker that dies leaves its claim to run
+//! out, and the row is delivered by the next worker to come by.
 
 use async_trait::async_trait;
 use uuid::Uuid;
@@ -97,14 +102,85 @@ pub struct OutboxStats {
     pub oldest_pending_ms: Option<i64>,
 }
 
+/// One notice as a change stages it: the drafts of one event key (one payload), and the names
+/// of their receivers as a JSON array.
+pub(crate) struct StagedNotice<'a> {
+    /// The notice's first draft: everything but the receiver is the same in all of them.
+    pub draft: &'a OutboxDraft,
+    /// The receivers' names, a JSON array.
+    pub receivers: String,
+    /// How many there are (the pending gauge counts receivers).
+    pub count: i64,
+}
+
+/// `drafts` (as [`Outbox::drafts`](crate::outbox::Outbox::drafts) makes them: one notice's
+/// receivers next to each other) as one staged row per notice.
+pub(crate) fn stage(drafts: &[OutboxDraft]) -> Vec<StagedNotice<'_>> {
+    drafts
+        .chunk_by(|a, b| a.event_key == b.event_key && a.payload == b.payload)
+        .map(|group| {
+            let names: Vec<&str> = group.iter().map(|d| d.receiver.as_str()).collect();
+            StagedNotice {
+                draft: &group[0],
+                // A list of strings always serialises.
+                receivers: serde_json::to_string(&names).unwrap_or_default(),
+                count: i64::try_from(names.len()).unwrap_or(i64::MAX),
+            }
+        })
+        .collect()
+}
+
+/// A staged notice as a worker takes it.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct StagedRow {
+    event_key: String,
+    kind: String,
+    session_id: Uuid,
+    receivers: String,
+    payload: String,
+    created_at_ms: i64,
+}
+
+/// The outbox's rows of `staged`, in the order the notices were written.
+pub(crate) fn fan_out(mut staged: Vec<StagedRow>) -> Vec<OutboxDraft> {
+    staged.sort_by_key(|n| n.created_at_ms);
+    staged.into_iter().flat_map(StagedRow::drafts).collect()
+}
+
+impl StagedRow {
+    /// Its rows in the outbox, one per receiver, each with a new id (the `webhook-id` from
+    /// here on). A receivers list that does not read (a hand-edited table) becomes one row
+    /// for a receiver of that name, which no configuration has: it dies at its first attempt
+    /// with an error that names it, on the deliveries page, instead of being lost.
+    pub(crate) fn drafts(self) -> Vec<OutboxDraft> {
+        let names: Vec<String> =
+            serde_json::from_str(&self.receivers).unwrap_or_else(|_| vec![self.receivers.clone()]);
+        names
+            .into_iter()
+            .map(|receiver| OutboxDraft {
+                id: Uuid::now_v7(),
+                event_key: self.event_key.clone(),
+                receiver,
+                kind: self.kind.clone(),
+                session_id: self.session_id,
+                payload: self.payload.clone(),
+                created_at_ms: self.created_at_ms,
+            })
+            .collect()
+    }
+}
+
+/// Staged notices a claim moves into the outbox at most (the rest wait for the next claim).
+pub(crate) const STAGED_BATCH: i64 = 500;
+
 /// The outbox; every store has one.
 #[async_trait]
 pub trait OutboxStore: Send + Sync {
     /// Writes `drafts` in one transaction, leaving out any whose event key and receiver are
     /// there already; how many were new.
     async fn enqueue(&self, drafts: &[OutboxDraft]) -> Result<u64, StoreError>;
-    /// Claims up to `limit` due deliveries for `holder` until `until_ms`, counting an attempt
-    /// on each.
+    /// Moves staged notices into the outbox, then claims up to `limit` due deliveries for
+    /// `holder` until `until_ms`, counting an attempt on each (one transaction).
     async fn claim_deliveries(
         &self,
         holder: &str,
@@ -139,6 +215,41 @@ pub(crate) const OUTBOX_BATCH: usize = 500;
 /// ends with.
 macro_rules! outbox_sql {
     ($store:ident, $db:ty, $claim_lock:expr) => {
+        /// Appends to `q` one INSERT of the staged rows of `batch` (at most [`OUTBOX_BATCH`]).
+        fn push_staged<'a>(
+            q: &mut sqlx::QueryBuilder<'a, $db>,
+            batch: Vec<crate::store::outbox::StagedNotice<'a>>,
+        ) {
+            q.push(
+                "INSERT INTO breakglass_outbox_staged \
+                 (event_key, kind, session_id, receivers, receiver_count, payload, created_at_ms) ",
+            );
+            q.push_values(batch, |mut row, n| {
+                row.push_bind(n.draft.event_key.as_str())
+                    .push_bind(n.draft.kind.as_str())
+                    .push_bind(n.draft.session_id)
+                    .push_bind(n.receivers)
+                    .push_bind(n.count)
+                    .push_bind(n.draft.payload.as_str())
+                    .push_bind(n.draft.created_at_ms);
+            });
+        }
+
+        /// Writes `staged`, in batches of [`OUTBOX_BATCH`] notices.
+        async fn insert_staged(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            mut staged: Vec<crate::store::outbox::StagedNotice<'_>>,
+        ) -> Result<(), crate::store::StoreError> {
+            while !staged.is_empty() {
+                let rest = staged.split_off(staged.len().min(crate::store::outbox::OUTBOX_BATCH));
+                let mut q = sqlx::QueryBuilder::<$db>::new("");
+                push_staged(&mut q, staged);
+                q.build().execute(&mut *conn).await?;
+                staged = rest;
+            }
+            Ok(())
+        }
+
         /// Appends to `q` one INSERT of `batch` (at most [`OUTBOX_BATCH`] rows) that leaves out
         /// what is there already.
         fn push_outbox<'a>(
@@ -197,6 +308,14 @@ macro_rules! outbox_sql {
                 until_ms: i64,
                 limit: i64,
             ) -> Result<Vec<crate::store::outbox::Delivery>, crate::store::StoreError> {
+                let mut tx = self.pool.begin().await?;
+                let staged: Vec<crate::store::outbox::StagedRow> = sqlx::query_as(STAGED_TAKE)
+                    .bind(crate::store::outbox::STAGED_BATCH)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                if !staged.is_empty() {
+                    insert_outbox(&mut tx, &crate::store::outbox::fan_out(staged)).await?;
+                }
                 let sql = format!(
                     "UPDATE breakglass_outbox SET claimed_by = $1, claimed_until_ms = $2, \
                      attempts = attempts + 1 \
@@ -206,13 +325,15 @@ macro_rules! outbox_sql {
                      RETURNING *",
                     $claim_lock
                 );
-                Ok(sqlx::query_as(&sql)
+                let claimed = sqlx::query_as(&sql)
                     .bind(holder)
                     .bind(until_ms)
                     .bind(now_ms)
                     .bind(limit)
-                    .fetch_all(&self.pool)
-                    .await?)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(claimed)
             }
 
             async fn finish_deliveries(
@@ -298,9 +419,14 @@ macro_rules! outbox_sql {
             async fn outbox_stats(
                 &self,
             ) -> Result<crate::store::outbox::OutboxStats, crate::store::StoreError> {
+                // Staged notices are pending too, once per receiver.
                 let row = sqlx::query(
-                    "SELECT COUNT(*) AS pending, MIN(created_at_ms) AS oldest \
-                     FROM breakglass_outbox WHERE state = 'pending'",
+                    "SELECT (SELECT COUNT(*) FROM breakglass_outbox WHERE state = 'pending') \
+                     + (SELECT CAST(COALESCE(SUM(receiver_count), 0) AS BIGINT) \
+                     FROM breakglass_outbox_staged) AS pending, \
+                     (SELECT MIN(m) FROM (\
+                     SELECT MIN(created_at_ms) AS m FROM breakglass_outbox WHERE state = 'pending' \
+                     UNION ALL SELECT MIN(created_at_ms) FROM breakglass_outbox_staged) t) AS oldest",
                 )
                 .fetch_one(&self.pool)
                 .await?;
@@ -314,3 +440,77 @@ macro_rules! outbox_sql {
 }
 
 pub(crate) use outbox_sql;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft(key: &str, receiver: &str, payload: &str) -> OutboxDraft {
+        OutboxDraft {
+            id: Uuid::now_v7(),
+            event_key: key.into(),
+            receiver: receiver.into(),
+            kind: "ended".into(),
+            session_id: Uuid::nil(),
+            payload: payload.into(),
+            created_at_ms: 7,
+        }
+    }
+
+    #[test]
+    fn one_staged_row_per_notice_naming_its_receivers_and_back() {
+        let drafts = [
+            draft("s/ended", "a", "{}"),
+            draft("s/ended", "b \"quoted\"", "{}"),
+            draft("s/ocsf/end", "siem", "[1]"),
+        ];
+        let staged = stage(&drafts);
+        let rows: Vec<_> = staged
+            .iter()
+            .map(|n| (n.draft.event_key.as_str(), n.receivers.as_str(), n.count))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("s/ended", r#"["a","b \"quoted\""]"#, 2),
+                ("s/ocsf/end", r#"["siem"]"#, 1)
+            ]
+        );
+        let back = fan_out(
+            staged
+                .iter()
+                .map(|n| StagedRow {
+                    event_key: n.draft.event_key.clone(),
+                    kind: n.draft.kind.clone(),
+                    session_id: n.draft.session_id,
+                    receivers: n.receivers.clone(),
+                    payload: n.draft.payload.clone(),
+                    created_at_ms: n.draft.created_at_ms,
+                })
+                .collect(),
+        );
+        let strip = |d: &OutboxDraft| OutboxDraft {
+            id: Uuid::nil(),
+            ..d.clone()
+        };
+        assert_eq!(
+            back.iter().map(strip).collect::<Vec<_>>(),
+            drafts.iter().map(strip).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn an_unreadable_receivers_list_becomes_one_row_that_names_it() {
+        let row = StagedRow {
+            event_key: "k".into(),
+            kind: "ended".into(),
+            session_id: Uuid::nil(),
+            receivers: "not a list".into(),
+            payload: "{}".into(),
+            created_at_ms: 1,
+        };
+        let drafts = row.drafts();
+        assert_eq!(drafts.len(), 1);
+        assert_eq!(drafts[0].receiver, "not a list");
+    }
+}

@@ -149,6 +149,12 @@ async fn follow(
 /// How the outbox claim's select ends: each due row has one worker: a claim passes over rows another replica is claiming.
 const CLAIM_LOCK: &str = " FOR UPDATE SKIP LOCKED";
 
+/// How a worker takes staged notices: by their place in the heap (the table has no index, so
+/// a change writes one tuple), passing over those another replica is taking.
+const STAGED_TAKE: &str = "DELETE FROM breakglass_outbox_staged WHERE ctid = ANY(ARRAY(\
+     SELECT ctid FROM breakglass_outbox_staged LIMIT $1 FOR UPDATE SKIP LOCKED)) \
+     RETURNING event_key, kind, session_id, receivers, payload, created_at_ms";
+
 /// How a change's event and notification INSERTs become one statement: the event INSERT as
 /// a data-modifying WITH (run whether or not the outer INSERT reads it).
 const EVENT_WITH_NOTICES: (&str, &str) = ("WITH event AS (", ") ");

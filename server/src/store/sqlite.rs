@@ -151,6 +151,11 @@ fn lock_single_replica(db: &std::path::Path) -> Result<File, StoreError> {
 /// How the outbox claim's select ends: SQLite serves one replica: nothing to skip.
 const CLAIM_LOCK: &str = "";
 
+/// How a worker takes staged notices: in their order of arrival; one replica, nothing to skip.
+const STAGED_TAKE: &str = "DELETE FROM breakglass_outbox_staged WHERE seq IN \
+     (SELECT seq FROM breakglass_outbox_staged ORDER BY seq LIMIT $1) \
+     RETURNING event_key, kind, session_id, receivers, payload, created_at_ms";
+
 /// How a change's event and notification INSERTs become one statement: SQLite runs the two
 /// statements of one query in turn, its `?` parameters numbered on across them.
 const EVENT_WITH_NOTICES: (&str, &str) = ("", "; ");
