@@ -2,9 +2,9 @@
 //!
 //! - `notify-change`: what the outbox adds to a session change. A Flight request made and
 //!   approved (two changes) through the lifecycle, on a server whose environment routes every
-//!   event to three webhook receivers (six rows written in those two transactions, delivered
-//!   meanwhile by the worker to a local receiver) against the same server with no receiver;
-//!   rounds interleaved. Target: at most 1.1x (DESIGN.md section 13).
+//!   event to three webhook receivers (two notices staged in those two transactions, each
+//!   moved by the worker into three deliveries and sent meanwhile to a local receiver) against
+//!   the same server with no receiver; rounds interleaved. Target: at most 1.1x (DESIGN.md section 13).
 //! - `notify-throughput`: deliveries per second of one worker (claim, sign, POST, record),
 //!   against the same POSTs sent straight from one client at the worker's concurrency.
 #![allow(clippy::unwrap_used)]
@@ -101,7 +101,7 @@ async fn database(engine: &str, dir: &std::path::Path, name: &str) -> String {
 
 #[tokio::main]
 async fn main() {
-    let rounds = if bench::short() { 20 } else { 400 };
+    let rounds = if bench::short() { 20 } else { 1_000 };
     let messages = if bench::short() { 50 } else { 1_000 };
     let port = receiver().await;
     for engine in ["sqlite", "postgres"] {
