@@ -7,7 +7,7 @@
 
 mod common;
 
-use breakglass_server::store::{EventDraft, OutboxDraft, StoreError};
+use breakglass_server::store::{Delivery, EventDraft, OutboxDraft, StoreError};
 use breakglass_shared::{Actor, PermissionSet, Session, SessionEvent};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -22,6 +22,27 @@ fn notice(s: &Session, key: &str, receiver: &str, payload: &str, at: i64) -> Out
         payload: payload.into(),
         created_at_ms: at,
     }
+}
+
+/// A Ground request by alice, as stored, and the time (ms) just after.
+async fn request(t: &common::TestServer) -> (Session, i64) {
+    let alice = t.login("alice").await;
+    let created = t.create(&alice, "dev").await;
+    let id: Uuid = created["id"].as_str().unwrap().parse().unwrap();
+    let s = t.ctx.store.get(id).await.unwrap().unwrap();
+    (
+        s,
+        breakglass_server::outbox::unix_ms(OffsetDateTime::now_utc()),
+    )
+}
+
+/// What worker `w` claims at `ms` (for a minute), up to `limit`.
+async fn claim(t: &common::TestServer, ms: i64, limit: i64) -> Vec<Delivery> {
+    t.ctx
+        .store
+        .claim_deliveries("w", ms, ms + 60_000, limit)
+        .await
+        .unwrap()
 }
 
 /// Ends `s` (a Ground request, approved at creation) with `notices`.
@@ -53,11 +74,8 @@ async fn end(
 async fn a_change_stages_each_notice_once_and_a_claim_gives_each_receiver_one_delivery() {
     for t in common::servers().await {
         let b = t.backend;
-        let alice = t.login("alice").await;
-        let created = t.create(&alice, "dev").await;
-        let id: Uuid = created["id"].as_str().unwrap().parse().unwrap();
-        let s = t.ctx.store.get(id).await.unwrap().unwrap();
-        let at = breakglass_server::outbox::unix_ms(OffsetDateTime::now_utc());
+        let (s, at) = request(&t).await;
+        let id = s.id;
         let mut notices: Vec<_> = ["a", "b", "c"]
             .iter()
             .map(|r| notice(&s, "ended", r, "{\"n\":1}", at))
@@ -83,12 +101,7 @@ async fn a_change_stages_each_notice_once_and_a_claim_gives_each_receiver_one_de
         assert!(t.ctx.store.deliveries(None, 10).await.unwrap().is_empty());
 
         let ms = at + 10;
-        let taken = t
-            .ctx
-            .store
-            .claim_deliveries("w", ms, ms + 60_000, 10)
-            .await
-            .unwrap();
+        let taken = claim(&t, ms, 10).await;
         let mut got: Vec<_> = taken
             .iter()
             .map(|d| (d.receiver.as_str(), d.kind.as_str(), d.payload.as_str()))
@@ -132,12 +145,7 @@ async fn a_change_stages_each_notice_once_and_a_claim_gives_each_receiver_one_de
             .await
             .unwrap();
         assert_eq!(t.ctx.store.outbox_stats().await.unwrap().pending, 5, "{b}");
-        let more = t
-            .ctx
-            .store
-            .claim_deliveries("w", ms, ms + 60_000, 10)
-            .await
-            .unwrap();
+        let more = claim(&t, ms, 10).await;
         assert!(more.is_empty(), "{b}: {more:#?}");
         let rows = t.ctx.store.deliveries(None, 10).await.unwrap();
         assert_eq!(rows.len(), 4, "{b}");
@@ -153,11 +161,7 @@ async fn a_change_stages_each_notice_once_and_a_claim_gives_each_receiver_one_de
 async fn a_burst_larger_than_one_claim_is_moved_over_several_without_loss() {
     for t in common::servers().await {
         let b = t.backend;
-        let alice = t.login("alice").await;
-        let created = t.create(&alice, "dev").await;
-        let id: Uuid = created["id"].as_str().unwrap().parse().unwrap();
-        let s = t.ctx.store.get(id).await.unwrap().unwrap();
-        let at = breakglass_server::outbox::unix_ms(OffsetDateTime::now_utc());
+        let (s, at) = request(&t).await;
         // 1,300 notices of two receivers each: more than a statement and a claim take.
         let notices: Vec<_> = (0..1_300)
             .flat_map(|i| {
@@ -174,12 +178,7 @@ async fn a_burst_larger_than_one_claim_is_moved_over_several_without_loss() {
         let mut seen = std::collections::HashSet::new();
         let ms = at + 10;
         for _ in 0..20 {
-            let taken = t
-                .ctx
-                .store
-                .claim_deliveries("w", ms, ms + 60_000, 1_000)
-                .await
-                .unwrap();
+            let taken = claim(&t, ms, 1_000).await;
             if taken.is_empty() {
                 break;
             }
