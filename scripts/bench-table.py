@@ -36,6 +36,9 @@ FIGURES = {
     "store-get-sqlite": (("p99",), 3, 2),
     "store-list-postgres": (("p99",), 3, 2),
     "store-get-postgres": (("p99",), 3, 2),
+    # e2e/benches/sweep.rs
+    "sweep-pass-sqlite": (("p50",), 2, 1),
+    "sweep-pass-postgres": (("p50",), 2, 1),
     # e2e/benches/sse.rs
     "sse-fanout": (("p99",), 4, 3),
     # e2e/benches/frontend.rs

@@ -55,6 +55,7 @@ BENCHES=(
   "breakglass-e2e:frontend"
   "breakglass-e2e:notify"
   "breakglass-e2e:export"
+  "breakglass-e2e:sweep"
 )
 for b in "${BENCHES[@]}"; do
   pkg=${b%%:*} name=${b#*:}

@@ -24,6 +24,26 @@ pub async fn fresh_database() -> anyhow::Result<String> {
     Ok(format!("{base}/{name}"))
 }
 
+/// Drops a database [`fresh_database`] made, closing what is still connected to it: the
+/// benchmarks' stores of a million sessions are a gigabyte each, too much to leave behind on
+/// every run. Tests leave theirs, to be read after a failure.
+pub async fn drop_database(url: &str) -> anyhow::Result<()> {
+    let admin = std::env::var("BREAKGLASS_TEST_POSTGRES_URL")
+        .context("BREAKGLASS_TEST_POSTGRES_URL is not set")?;
+    let name = url
+        .rsplit_once('/')
+        .map(|(_, n)| n)
+        .filter(|n| {
+            n.starts_with("bg_e2e_") && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .ok_or_else(|| anyhow!("{url} is not a database fresh_database made"))?;
+    let mut conn = sqlx::PgConnection::connect(&admin).await?;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut conn)
+        .await?;
+    Ok(())
+}
+
 /// A PostgreSQL server of one test's own (`scripts/postgres.sh` with a private directory and a
 /// free port), for a test that stops and starts the database under a running server, which
 /// the shared one, used by every other test, must never be. Stopped when dropped.
