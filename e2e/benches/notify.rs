@@ -9,6 +9,8 @@
 //!   against the same POSTs sent straight from one client at the worker's concurrency.
 #![allow(clippy::unwrap_used)]
 
+#[path = "common/context.rs"]
+mod context;
 #[path = "common/request.rs"]
 mod request;
 
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use breakglass_e2e::bench::{self, Dist, Figure, Target};
-use breakglass_server::config::{demo_environments, Config, FileConfig, ServeArgs};
+use breakglass_server::config::{demo_environments, FileConfig};
 use breakglass_server::notify::{Sender, Worker};
 use breakglass_server::state::Context;
 use breakglass_shared::notify::NoticeKind;
@@ -53,17 +55,7 @@ async fn server(url: &str, dir: &std::path::Path, port: Option<u16>) -> Arc<Cont
             e.notify = names.iter().map(|n| (*n).to_string()).collect();
         }
     }
-    let args = ServeArgs {
-        dev: true,
-        no_clusters: true,
-        data_dir: Some(dir.to_path_buf()),
-        database_url: Some(url.to_string()),
-        static_dir: Some(dir.join("dist")),
-        ..Default::default()
-    };
-    Context::new(Config::resolve(&args, file).unwrap(), None)
-        .await
-        .unwrap()
+    context::context(url, dir, file).await
 }
 
 /// One round: a Flight request made and approved; how long the two changes took.

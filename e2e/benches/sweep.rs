@@ -7,6 +7,8 @@
 //! beside: an empty store is no baseline, it has no live session to read.
 #![allow(clippy::unwrap_used)]
 
+#[path = "common/context.rs"]
+mod context;
 #[path = "common/history.rs"]
 mod history;
 #[path = "common/request.rs"]
@@ -16,24 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use breakglass_e2e::bench::{self, Dist, Figure, Target};
-use breakglass_server::config::{Config, FileConfig, ServeArgs};
 use breakglass_server::state::Context;
+use context::context;
 use history::{seed, CONFIG, LIVE};
-
-/// A context on `url` as the server makes it, without clusters (nothing due needs one).
-async fn context(url: &str, dir: &std::path::Path) -> Arc<Context> {
-    let file: FileConfig = toml::from_str(CONFIG).unwrap();
-    let args = ServeArgs {
-        no_clusters: true,
-        data_dir: Some(dir.to_path_buf()),
-        database_url: Some(url.to_string()),
-        static_dir: Some(dir.join("dist")),
-        ..Default::default()
-    };
-    Context::new(Config::resolve(&args, file).unwrap(), None)
-        .await
-        .unwrap()
-}
 
 /// One pass at the moment; how long it took. Nothing is due, so nothing changes.
 async fn pass(ctx: &Arc<Context>) -> Duration {
@@ -70,7 +57,7 @@ impl Rig {
         let url = database(engine, dir.path()).await;
         seed(&url, n).await;
         Rig {
-            ctx: context(&url, dir.path()).await,
+            ctx: context(&url, dir.path(), toml::from_str(CONFIG).unwrap()).await,
             url,
             _dir: dir,
         }
