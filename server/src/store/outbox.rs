@@ -206,13 +206,14 @@ pub trait OutboxStore: Send + Sync {
     async fn outbox_stats(&self) -> Result<OutboxStats, StoreError>;
 }
 
-/// Rows per INSERT: well under both engines' bound on bound parameters (a change writes one
-/// row per receiver, so its rows are one INSERT).
+/// Rows per INSERT (outbox rows, or a change's staged notices): well under both engines' bound
+/// on bound parameters, so a change's notices are one INSERT.
 pub(crate) const OUTBOX_BATCH: usize = 500;
 
-/// [`OutboxStore`] for a backend, and `push_outbox`, with which the session writes add their
-/// rows to the change's own event statement. `$claim_lock` is what the claim's inner select
-/// ends with.
+/// [`OutboxStore`] for a backend, and `push_staged` / `insert_staged`, with which the session
+/// writes add their notices to the change's own event statement. `$claim_lock` is what the
+/// claim's inner select ends with; the backend's `STAGED_TAKE` is how a claim takes staged
+/// notices.
 macro_rules! outbox_sql {
     ($store:ident, $db:ty, $claim_lock:expr) => {
         /// Appends to `q` one INSERT of the staged rows of `batch` (at most [`OUTBOX_BATCH`]).
@@ -250,37 +251,29 @@ macro_rules! outbox_sql {
             Ok(())
         }
 
-        /// Appends to `q` one INSERT of `batch` (at most [`OUTBOX_BATCH`] rows) that leaves out
-        /// what is there already.
-        fn push_outbox<'a>(
-            q: &mut sqlx::QueryBuilder<'a, $db>,
-            batch: &'a [crate::store::outbox::OutboxDraft],
-        ) {
-            q.push(
-                "INSERT INTO breakglass_outbox \
-                 (id, event_key, receiver, kind, session_id, payload, next_at_ms, created_at_ms) ",
-            );
-            q.push_values(batch, |mut row, d| {
-                row.push_bind(d.id)
-                    .push_bind(d.event_key.as_str())
-                    .push_bind(d.receiver.as_str())
-                    .push_bind(d.kind.as_str())
-                    .push_bind(d.session_id)
-                    .push_bind(d.payload.as_str())
-                    .push_bind(d.created_at_ms)
-                    .push_bind(d.created_at_ms);
-            });
-            q.push(" ON CONFLICT (event_key, receiver) DO NOTHING");
-        }
-
+        /// Writes `drafts` into the outbox, [`OUTBOX_BATCH`] rows an INSERT, leaving out what
+        /// is there already; how many were new.
         async fn insert_outbox(
             conn: &mut <$db as sqlx::Database>::Connection,
             drafts: &[crate::store::outbox::OutboxDraft],
         ) -> Result<u64, crate::store::StoreError> {
             let mut new = 0;
             for batch in drafts.chunks(crate::store::outbox::OUTBOX_BATCH) {
-                let mut q = sqlx::QueryBuilder::<$db>::new("");
-                push_outbox(&mut q, batch);
+                let mut q = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO breakglass_outbox \
+                     (id, event_key, receiver, kind, session_id, payload, next_at_ms, created_at_ms) ",
+                );
+                q.push_values(batch, |mut row, d| {
+                    row.push_bind(d.id)
+                        .push_bind(d.event_key.as_str())
+                        .push_bind(d.receiver.as_str())
+                        .push_bind(d.kind.as_str())
+                        .push_bind(d.session_id)
+                        .push_bind(d.payload.as_str())
+                        .push_bind(d.created_at_ms)
+                        .push_bind(d.created_at_ms);
+                });
+                q.push(" ON CONFLICT (event_key, receiver) DO NOTHING");
                 new += q.build().execute(&mut *conn).await?.rows_affected();
             }
             Ok(new)
