@@ -23,6 +23,13 @@ pub enum Held {
         /// Its environment (a session never moves).
         environment: String,
     },
+    /// A watch socket of a session, in its environment.
+    Watch {
+        /// The session.
+        session: Uuid,
+        /// Its environment.
+        environment: String,
+    },
     /// A live-update stream.
     Events,
 }

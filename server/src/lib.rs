@@ -31,6 +31,8 @@ pub mod state;
 pub mod step_up;
 pub mod store;
 pub mod sweep;
+pub mod watch;
+pub mod watching;
 
 use std::sync::Arc;
 

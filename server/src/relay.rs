@@ -5,18 +5,20 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::ws::{Message, WebSocket};
 use breakglass_shared::access::{Action, Refusal};
-use breakglass_shared::terminal::{close, Frame, Status, MAX_FRAME, TAG_DATA};
-use breakglass_shared::{PermissionSet, SessionState};
+use breakglass_shared::terminal::{close, Frame, MAX_FRAME, TAG_DATA};
+use breakglass_shared::PermissionSet;
 use futures::{SinkExt, StreamExt};
 use uuid::Uuid;
 
-use crate::connections::{CloseReason, Connections};
+use crate::config::Config;
+use crate::connections::{close_frame, CloseReason, Connections};
 use crate::holds::{Held, Holder, Holds};
 use crate::ports::ClusterOps;
 use crate::recorder::Recorder;
 use crate::store::Store;
+use crate::watch::Audience;
 
 /// What the relay needs to serve a terminal.
 pub struct Relay {
@@ -30,26 +32,12 @@ pub struct Relay {
     pub connections: Arc<Connections>,
     /// What people hold open here, checked again every second (`crate::revocation`).
     pub holds: Arc<Holds>,
+    /// Which environments are moderated.
+    pub config: Arc<Config>,
 }
 
-/// A close frame; the reason is cut to the 123 bytes a close frame can carry (at a character
-/// boundary, marked with `…`), since a longer one breaks the browser's socket instead.
-fn close_frame(code: u16, reason: &str) -> Message {
-    const MAX: usize = 123;
-    let reason = if reason.len() <= MAX {
-        reason.to_string()
-    } else {
-        let mut end = MAX - '…'.len_utf8();
-        while !reason.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}…", &reason[..end])
-    };
-    Message::Close(Some(CloseFrame {
-        code,
-        reason: reason.into(),
-    }))
-}
+/// The line a moderated session's requester reads while their input waits.
+pub const PAUSED: &str = "input paused: this session is moderated and no approver is watching; it resumes when one watches";
 
 /// The data frames carrying `output` to the browser: as few as the frame limit allows, each
 /// the [`TAG_DATA`] tag and a piece of the output.
@@ -132,12 +120,29 @@ impl Relay {
         };
         // `_served` lives until this function returns: a handover waits for it.
         let (mut closed_by_server, _served) = self.connections.take_over(id).await;
+        let hub = self.connections.watches().hub(id);
+        let mut audience = hub.audience();
+        let moderated = self.config.environment(env).is_some_and(|e| e.moderated);
+        let paused_now = |a: &Audience| moderated && a.moderators == 0;
+        let mut paused = paused_now(&audience.borrow_and_update());
         let (mut sink, mut stream) = ws.split();
-        let status = Frame::Status(Status {
-            state: SessionState::Active,
-            message: "attached".into(),
-        });
-        let _ = sink.send(Message::Binary(status.encode().into())).await;
+        let first = crate::watch::audience_status(
+            &audience.borrow(),
+            moderated,
+            if paused {
+                PAUSED.into()
+            } else {
+                "attached".into()
+            },
+        );
+        if paused {
+            let _ = writer.marker("input paused: no approver watching");
+        }
+        let _ = sink
+            .send(Message::Binary(Frame::Status(first).encode().into()))
+            .await;
+        // Told once per pause that what was typed went nowhere.
+        let mut dropped_told = false;
 
         let reason: CloseReason = 'relay: loop {
             tokio::select! {
@@ -149,10 +154,11 @@ impl Relay {
                         break CloseReason { code: close::RELAY_ERROR, reason: "the debug container's terminal closed".into() };
                     };
                     for (piece, frame) in data_frames(&out) {
-                        if let Err(e) = writer.output(piece) {
+                        let frame = bytes::Bytes::from(frame);
+                        if let Err(e) = hub.output(&writer, piece, &frame) {
                             break 'relay CloseReason { code: close::SESSION_ENDED, reason: e.to_string() };
                         }
-                        if sink.send(Message::Binary(frame.into())).await.is_err() {
+                        if sink.send(Message::Binary(frame)).await.is_err() {
                             break 'relay CloseReason { code: 1001, reason: "browser gone".into() };
                         }
                     }
@@ -171,6 +177,15 @@ impl Relay {
                                 break CloseReason { code: close::BAD_FRAME, reason: format!("frame larger than {MAX_FRAME} bytes") };
                             }
                             match Frame::decode(&bytes) {
+                                Ok(Frame::Data(d)) if paused => {
+                                    // Held back in the server: a moderated session's pod gets
+                                    // nothing while no approver watches.
+                                    if !d.is_empty() && !dropped_told {
+                                        dropped_told = true;
+                                        let status = crate::watch::audience_status(&audience.borrow(), moderated, PAUSED.into());
+                                        let _ = sink.send(Message::Binary(Frame::Status(status).encode().into())).await;
+                                    }
+                                }
                                 Ok(Frame::Data(d)) => {
                                     let _ = writer.input(d);
                                     if attached.input(d).await.is_err() {
@@ -179,7 +194,7 @@ impl Relay {
                                 }
                                 Ok(Frame::Resize { cols, rows }) => {
                                     let (cols, rows) = breakglass_shared::terminal::person_size(cols, rows);
-                                    let _ = writer.resize(cols, rows);
+                                    let _ = hub.resize(&writer, cols, rows);
                                     if let Err(e) = attached.resize(cols, rows).await {
                                         tracing::info!(%id, error = %e, "terminal: resize not passed on");
                                     }
@@ -197,6 +212,29 @@ impl Relay {
                         }
                         Message::Close(_) => break CloseReason { code: 1000, reason: "closed by the browser".into() },
                         Message::Ping(_) | Message::Pong(_) => {}
+                    }
+                }
+                changed = audience.changed() => {
+                    if changed.is_err() { continue; }
+                    let now = audience.borrow_and_update().clone();
+                    let was = paused;
+                    paused = paused_now(&now);
+                    let message = match (was, paused) {
+                        (false, true) => {
+                            let _ = writer.marker("input paused: no approver watching");
+                            dropped_told = false;
+                            PAUSED.to_string()
+                        }
+                        (true, false) => {
+                            let _ = writer.marker("input resumed: an approver watches");
+                            "input resumed: an approver is watching".to_string()
+                        }
+                        _ if now.names.is_empty() => "nobody is watching".to_string(),
+                        _ => format!("watching: {}", now.names.join(", ")),
+                    };
+                    let status = crate::watch::audience_status(&now, moderated, message);
+                    if sink.send(Message::Binary(Frame::Status(status).encode().into())).await.is_err() {
+                        break CloseReason { code: 1001, reason: "browser gone".into() };
                     }
                 }
                 why = hold.ended() => {
@@ -231,17 +269,5 @@ mod tests {
         assert_eq!(pieces, output, "every byte, in order, once");
         assert_eq!(data_frames(&output).count(), 3);
         assert_eq!(data_frames(b"x").count(), 1);
-    }
-
-    #[test]
-    fn close_reasons_fit_a_close_frame() {
-        let short = close_frame(4000, "fine");
-        assert!(matches!(short, Message::Close(Some(ref c)) if c.reason.as_str() == "fine"));
-        let long = "é".repeat(200);
-        let Message::Close(Some(c)) = close_frame(4000, &long) else {
-            panic!("not a close frame")
-        };
-        assert!(c.reason.len() <= 123, "{}", c.reason.len());
-        assert!(c.reason.ends_with('…'));
     }
 }

@@ -184,6 +184,24 @@ impl Checker {
                         );
                     }
                 }
+                Held::Watch { environment, .. } => {
+                    let auditors = self
+                        .config
+                        .environment(environment)
+                        .is_some_and(|e| e.auditors_watch);
+                    let may = now.iter().any(|(e, p)| {
+                        e == environment
+                            && (p.approve || p.self_approve || p.terminate || (auditors && p.audit))
+                    });
+                    if let Some(lock) = blocking(locks, environment, &hold.holder.name) {
+                        holds.end(hold.key, &lock.sentence());
+                    } else if !may {
+                        holds.end(
+                            hold.key,
+                            &format!("you may no longer watch sessions in {environment}"),
+                        );
+                    }
+                }
                 Held::Events => {
                     let names = |a: &[(String, PermissionSet)]| -> Vec<String> {
                         a.iter().map(|(e, _)| e.clone()).collect()

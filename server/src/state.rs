@@ -30,6 +30,7 @@ use crate::recorder::{Recorder, RecorderParts};
 use crate::relay::Relay;
 use crate::step_up::StepUp;
 use crate::store::{Notice, Store};
+use crate::watching::Watching;
 
 /// Everything a request or task needs.
 pub struct Context {
@@ -53,6 +54,8 @@ pub struct Context {
     pub recorder: Arc<Recorder>,
     /// The terminal relay.
     pub relay: Arc<Relay>,
+    /// The watch sockets of running sessions.
+    pub watching: Arc<Watching>,
     /// The cluster driver, for listings and guardrail reports; `None` when no environment
     /// has a cluster (the lifecycle holds it as its port too).
     pub clusters: Option<Arc<Clusters>>,
@@ -102,6 +105,7 @@ parts! {
     Arc<Lifecycle> => lifecycle,
     Arc<Recorder> => recorder,
     Arc<Relay> => relay,
+    Arc<Watching> => watching,
     Option<Arc<Clusters>> => clusters,
     Metrics => metrics,
     Arc<Holds> => holds,
@@ -193,12 +197,20 @@ impl Context {
             recorder_events,
         );
         let holds = Arc::<Holds>::default();
+        let watching = Arc::new(Watching {
+            config: config.clone(),
+            store: store.clone(),
+            recorder: recorder.clone(),
+            watches: connections.watches().clone(),
+            holds: holds.clone(),
+        });
         let relay = Arc::new(Relay {
             store: store.clone(),
             recorder: recorder.clone(),
             cluster,
             connections,
             holds: holds.clone(),
+            config: config.clone(),
         });
         let oidc = OidcProvider::for_config(&config);
         let step_up = Arc::new(StepUp::new(&config, store.clone()));
@@ -212,6 +224,7 @@ impl Context {
             lifecycle,
             recorder,
             relay,
+            watching,
             clusters,
             holds,
             oidc,

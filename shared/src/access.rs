@@ -51,6 +51,10 @@ pub enum Refusal {
     /// Only the requester types in the terminal.
     #[error("only the requester can use this terminal")]
     NotTerminalUser,
+    /// Watching is for the environment's approvers and admins (and its auditors where the
+    /// environment lets them), never for the requester, who has the terminal itself.
+    #[error("watching a session is for approvers and admins of its environment")]
+    NotWatcher,
     /// The terminal is open only while the session is active.
     #[error("the session is {0}")]
     TerminalClosed(SessionState),
@@ -114,6 +118,37 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Whether `user`, holding `permissions` in the session's environment, may watch its
+    /// terminal live now: approvers and admins (who may break the glass or terminate), and
+    /// auditors when `auditors_watch` (the environment's switch) is on; only while `Active`.
+    pub fn may_watch(
+        &self,
+        user: &str,
+        permissions: &PermissionSet,
+        auditors_watch: bool,
+    ) -> Result<(), Refusal> {
+        if !permissions.any() {
+            return Err(Refusal::Hidden);
+        }
+        let allowed = permissions.approve
+            || permissions.self_approve
+            || permissions.terminate
+            || (auditors_watch && permissions.audit);
+        if user == self.requester || !allowed {
+            Err(Refusal::NotWatcher)
+        } else if self.state != SessionState::Active {
+            Err(Refusal::TerminalClosed(self.state))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether a watcher counts for a moderated session: an approver who is not the
+    /// requester (a moderated session takes input only while one watches).
+    pub fn moderates(&self, user: &str, permissions: &PermissionSet) -> bool {
+        user != self.requester && permissions.approve
     }
 
     /// The rule of a person-made change of state (what [`Session::apply`] checks before it
@@ -467,5 +502,55 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn who_may_watch() {
+        let s = session_in(SessionState::Active, Tier::Flight);
+        let requester = s.requester.clone();
+        let auditor = PermissionSet {
+            audit: true,
+            ..PermissionSet::NONE
+        };
+        // Approvers and admins, never the requester, never a stranger (to whom it is hidden).
+        assert_eq!(s.may_watch("bob", &APPROVER, false), Ok(()));
+        assert_eq!(
+            s.may_watch("bob", &perms(false, false, true, false), false),
+            Ok(())
+        );
+        assert_eq!(
+            s.may_watch("bob", &perms(false, false, false, true), false),
+            Ok(())
+        );
+        assert_eq!(
+            s.may_watch("bob", &ONLY_REQUEST, false),
+            Err(Refusal::NotWatcher)
+        );
+        assert_eq!(
+            s.may_watch(&requester, &PermissionSet::ALL, true),
+            Err(Refusal::NotWatcher)
+        );
+        assert_eq!(
+            s.may_watch("bob", &PermissionSet::NONE, true),
+            Err(Refusal::Hidden)
+        );
+        // Auditors only where the environment lets them.
+        assert_eq!(
+            s.may_watch("bob", &auditor, false),
+            Err(Refusal::NotWatcher)
+        );
+        assert_eq!(s.may_watch("bob", &auditor, true), Ok(()));
+        // Only while Active.
+        for state in [SessionState::Activating, SessionState::Ended] {
+            let s = session_in(state, Tier::Flight);
+            assert_eq!(
+                s.may_watch("bob", &APPROVER, false),
+                Err(Refusal::TerminalClosed(state))
+            );
+        }
+        // Moderating takes `approve`, and someone else than the requester.
+        assert!(s.moderates("bob", &APPROVER));
+        assert!(!s.moderates("bob", &perms(false, false, true, true)));
+        assert!(!s.moderates(&requester, &PermissionSet::ALL));
     }
 }

@@ -163,7 +163,9 @@ impl From<Refusal> for ErrorBody {
             Refusal::Change(e) => return e.into(),
             Refusal::Review(e) => return e.into(),
             Refusal::Hidden => (ErrorCode::NotFound, None),
-            Refusal::NotRecordingReader | Refusal::NotTerminalUser => (ErrorCode::Forbidden, None),
+            Refusal::NotRecordingReader | Refusal::NotTerminalUser | Refusal::NotWatcher => {
+                (ErrorCode::Forbidden, None)
+            }
             Refusal::TerminalClosed(s) => (ErrorCode::WrongState, Some(s)),
         };
         ErrorBody {

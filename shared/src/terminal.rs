@@ -43,6 +43,11 @@ pub mod close {
     /// login was ended or expired, or they no longer hold the permission); the reason says
     /// which.
     pub const REVOKED: u16 = 4011;
+    /// The terminal is served by another server replica now (it moved there, or it was never
+    /// here): a watcher reconnects and is served by whichever replica holds it.
+    pub const MOVED: u16 = 4012;
+    /// The person may not watch this session (not an approver or admin of its environment).
+    pub const NOT_WATCHER: u16 = 4013;
 }
 
 /// A status message from the server.
@@ -52,6 +57,26 @@ pub struct Status {
     pub state: SessionState,
     /// Human-readable detail.
     pub message: String,
+    /// Who watches the terminal live now (names, in the order they came); sent to the
+    /// requester and to the watchers whenever it changes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watchers: Vec<String>,
+    /// In a moderated session: the requester's input is held back because no approver other
+    /// than the requester watches.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+}
+
+impl Status {
+    /// A status with only a message.
+    pub fn message(state: SessionState, message: impl Into<String>) -> Status {
+        Status {
+            state,
+            message: message.into(),
+            watchers: Vec::new(),
+            paused: false,
+        }
+    }
 }
 
 /// Largest terminal the relay accepts, in columns and in rows: far beyond any screen, and
@@ -196,9 +221,12 @@ mod tests {
                 rows: 40,
             },
             Frame::Heartbeat,
+            Frame::Status(Status::message(SessionState::Ended, "TTL")),
             Frame::Status(Status {
-                state: SessionState::Ended,
-                message: "TTL".into(),
+                state: SessionState::Active,
+                message: "watching: bob".into(),
+                watchers: vec!["bob".into(), "carol".into()],
+                paused: true,
             }),
         ];
         for f in frames {

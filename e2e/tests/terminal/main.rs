@@ -99,8 +99,19 @@ fn upgrade_request(
     id: &str,
     origin: Option<&str>,
 ) -> tokio_tungstenite::tungstenite::handshake::client::Request {
+    socket_request(server, who, id, "terminal", origin)
+}
+
+/// The upgrade request of a session's `socket` (`terminal` or `watch`).
+fn socket_request(
+    server: &ServerProcess,
+    who: &ApiClient,
+    id: &str,
+    socket: &str,
+    origin: Option<&str>,
+) -> tokio_tungstenite::tungstenite::handshake::client::Request {
     let url = format!(
-        "{}/api/breakglass/sessions/{id}/terminal",
+        "{}/api/breakglass/sessions/{id}/{socket}",
         server.url.replace("http://", "ws://")
     );
     let mut req = url.into_client_request().unwrap();
@@ -281,5 +292,6 @@ mod replicas;
 mod restarts;
 mod revocation;
 mod store_failures;
+mod watching;
 use replicas::open_when_free;
 use store_failures::{assert_no_grants, wait_stored};

@@ -127,6 +127,14 @@ pub struct EnvironmentConfig {
     /// fresh assertion of one of the person's security keys (suggested for Flight).
     #[serde(default)]
     pub step_up: bool,
+    /// Whether a running session's input reaches the pod only while an approver other than
+    /// the requester watches its terminal live (suggested for Flight; off by default).
+    #[serde(default)]
+    pub moderated: bool,
+    /// Whether holders of `tower.breakglass.audit` here may watch running sessions live too
+    /// (approvers and admins always may).
+    #[serde(default)]
+    pub auditors_watch: bool,
     /// Receivers (`[notifications]` names) that get every event here.
     #[serde(default)]
     pub notify: Vec<String>,
@@ -161,6 +169,10 @@ pub struct Environment {
     pub quorum: Quorum,
     /// Whether the actions of `breakglass_shared::step_up::StepUpAction` need a security key.
     pub step_up: bool,
+    /// Whether input waits for an approver watching (see `EnvironmentConfig::moderated`).
+    pub moderated: bool,
+    /// Whether auditors may watch running sessions here.
+    pub auditors_watch: bool,
     /// Who is told of what happens here.
     pub notify: super::notifications::Route,
 }
@@ -245,6 +257,8 @@ pub fn demo_environments() -> Vec<EnvironmentConfig> {
         approvals_required: None,
         approvers_from_distinct_groups: false,
         step_up: false,
+        moderated: false,
+        auditors_watch: false,
         notify: vec![],
         escalate_to: vec![],
         remind_after_minutes: None,
@@ -397,6 +411,8 @@ impl EnvironmentConfig {
                 distinct_groups: self.approvers_from_distinct_groups,
             },
             step_up: self.step_up,
+            moderated: self.moderated,
+            auditors_watch: self.auditors_watch,
             notify: super::notifications::Route::resolve(
                 key,
                 self.notify,

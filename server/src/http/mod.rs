@@ -44,6 +44,7 @@ pub mod sign_in;
 pub mod sockets;
 pub mod step_up;
 pub mod terminal;
+pub mod watch;
 
 /// The OpenAPI document of the whole API.
 #[derive(OpenApi)]
@@ -68,6 +69,7 @@ pub mod terminal;
         sessions::end,
         sessions::terminate,
         sessions::review,
+        watch::watch,
         extensions::extend,
         extensions::approve_extension,
         extensions::deny_extension,
@@ -125,6 +127,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/events", get(events::stream))
         .route("/sessions/{id}/terminal", get(terminal::terminal))
+        .route("/sessions/{id}/watch", get(watch::watch))
         .route("/sessions/{id}/recording", get(recordings::recording))
         .route("/sessions/{id}/recording/verify", get(recordings::verify))
         .route("/sessions/{id}/evidence", get(recordings::evidence))

@@ -1,4 +1,5 @@
-//! `GET /sessions/{id}/terminal`: the WebSocket to the session's debug container.
+//! `GET /sessions/{id}/terminal`: the WebSocket to the session's debug container (and the
+//! checks the watch socket shares).
 
 use std::sync::Arc;
 
@@ -29,6 +30,22 @@ pub async fn terminal(
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
     busy: Option<axum::Extension<crate::http::idle::Busy>>,
 ) -> Result<Response, ApiError> {
+    let ws = checked_upgrade(&config, &headers, ws)?;
+    let holder = crate::revocation::holder_of(&config, &user);
+    Ok(ws.on_upgrade(move |socket| async move {
+        // Over HTTP/2 the socket is a stream of its connection: open while it is.
+        let _open = busy;
+        relay.serve(socket, id, holder).await;
+    }))
+}
+
+/// The checks every session socket passes before its upgrade (the terminal's and the watch
+/// socket's), and the socket's bounds.
+pub(super) fn checked_upgrade(
+    config: &Config,
+    headers: &HeaderMap,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<WebSocketUpgrade, ApiError> {
     // Without the upgrade headers axum answers in plain text; this API answers in its body.
     let ws = ws.map_err(|e| {
         ApiError::invalid(
@@ -45,17 +62,11 @@ pub async fn terminal(
             "a terminal WebSocket must carry the Origin of the break-glass page; open it from the page",
         ));
     }
-    check_origin(&config, &headers)?;
-    let holder = crate::revocation::holder_of(&config, &user);
+    check_origin(config, headers)?;
     Ok(ws
         .max_message_size(breakglass_shared::terminal::MAX_FRAME * 2)
         // The browser sends keystrokes and resizes, a few bytes each: tungstenite's default
         // 128 KiB read buffer is zero-filled on the first read and then held by every open
         // terminal, idle or not (BENCHMARKS.md, "Relay and recording").
-        .read_buffer_size(READ_BUFFER)
-        .on_upgrade(move |socket| async move {
-            // Over HTTP/2 the socket is a stream of its connection: open while it is.
-            let _open = busy;
-            relay.serve(socket, id, holder).await;
-        }))
+        .read_buffer_size(READ_BUFFER))
 }

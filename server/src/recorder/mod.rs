@@ -213,6 +213,12 @@ impl Recorder {
         }
     }
 
+    /// The writer of session `id` when this replica holds it: never takes one over (a watcher
+    /// must not move the requester's terminal), never makes one.
+    pub async fn writer_here(&self, id: Uuid) -> Option<CastWriter> {
+        self.writers.lock().await.get(&id).cloned()
+    }
+
     /// The live recording of an active session on this replica, continuing the stored one
     /// when this replica has none yet (it restarted, or another replica ran the session). When
     /// another replica writes it, that one is asked to hand the writer over, and this waits

@@ -346,6 +346,33 @@ impl CastWriter {
         }
     }
 
+    /// Waits until the first `len` bytes of the cast are stored (asking the flusher to store
+    /// now rather than at its next interval) and returns the stored version that holds them:
+    /// a watcher's first screen is drawn from exactly that prefix.
+    pub async fn stored_through(&self, len: u64) -> Result<RecordingRef, RecordingFailed> {
+        loop {
+            let drained = self.shared.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            {
+                let mut hot = self.shared.lock();
+                if let Some(reason) = hot.abandoned.as_ref().or(hot.failed.as_ref()) {
+                    return Err(RecordingFailed {
+                        reason: reason.clone(),
+                    });
+                }
+                if hot.stored >= len {
+                    if let Some(last) = hot.last.clone() {
+                        return Ok(last);
+                    }
+                }
+                hot.size_woken = true;
+            }
+            self.shared.wake.notify_one();
+            drained.await;
+        }
+    }
+
     /// Records terminal output (raw bytes; UTF-8 split across chunks is carried over).
     /// The relay's hot path: call it per chunk and end the session on `Err`.
     pub fn output(&self, bytes: &[u8]) -> Result<(), RecordingFailed> {

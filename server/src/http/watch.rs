@@ -1,0 +1,43 @@
+//! `GET /sessions/{id}/watch`: a running session's terminal, live and read-only
+//! (`crate::watching` serves it).
+
+use std::sync::Arc;
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use crate::auth::CurrentUser;
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::http::extract::SessionId;
+use crate::watching::Watching;
+
+/// Upgrades to a watch socket of a running session: its terminal live and read-only, for the
+/// environment's approvers and admins. Refusals after the upgrade are close frames with a
+/// code from `terminal::close` and a reason.
+#[utoipa::path(get, path = "/api/breakglass/sessions/{id}/watch", tag = "sessions",
+    params(("id" = String, Path, description = "The session id.")),
+    responses(
+        (status = 101, description = "A WebSocket of binary frames (`shared::terminal::Frame`): the terminal's size and screen, then its output and status frames naming who watches. Whatever the watcher sends is read and dropped."),
+        (status = 400, description = "Not a WebSocket upgrade.", body = breakglass_shared::ErrorBody),
+        (status = 403, description = "The Origin is not this server's page.", body = breakglass_shared::ErrorBody),
+    ))]
+pub async fn watch(
+    State(config): State<Arc<Config>>,
+    State(watching): State<Arc<Watching>>,
+    user: CurrentUser,
+    headers: HeaderMap,
+    SessionId(id): SessionId,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    busy: Option<axum::Extension<crate::http::idle::Busy>>,
+) -> Result<Response, ApiError> {
+    let ws = super::terminal::checked_upgrade(&config, &headers, ws)?;
+    let holder = crate::revocation::holder_of(&config, &user);
+    Ok(ws.on_upgrade(move |socket| async move {
+        let _open = busy;
+        watching.serve(socket, id, holder).await;
+    }))
+}

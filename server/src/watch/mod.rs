@@ -1,0 +1,349 @@
+//! Watching a running session's terminal live, read-only: one [`Hub`] per watched session on
+//! the replica that serves its terminal. The relay hands the hub every piece of output it tees
+//! into the recording (under the hub's lock, so a watcher's first screen and the stream after
+//! it meet without a gap or an overlap); the hub keeps the screen in a server-side terminal
+//! emulator (asciinema's `avt`) only while someone watches, and fans the output out to each
+//! watcher's own bounded queue. A watcher whose queue is full is skipped from then on and told
+//! to catch up: it drops what it had queued and gets a fresh screen, so a slow watcher never
+//! slows the requester or the pod. Who watches (and whether an approver is among them, which a
+//! moderated session's input waits for) is the hub's [`Audience`], which the relay follows.
+//!
+//! Nothing a watcher sends goes anywhere: the socket's reader discards it (`http/watch.rs`).
+
+mod screen;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use breakglass_shared::terminal::Status;
+use breakglass_shared::SessionState;
+use bytes::Bytes;
+use tokio::sync::{mpsc, watch, Notify};
+use uuid::Uuid;
+
+use crate::recording::{CastWriter, RecordingFailed, RecordingStore};
+use screen::Screen;
+
+/// Frames a watcher may have queued before it counts as behind: 128 frames of at most
+/// 64 KiB, a few MiB at worst, bounded whatever the pod prints.
+pub const QUEUE: usize = 128;
+
+/// Who watches a session now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Audience {
+    /// The watchers' names, in the order they came (a name watching twice is listed once).
+    pub names: Vec<String>,
+    /// How many of the watchers moderate (`Session::moderates`): a moderated session takes
+    /// input only while this is above zero.
+    pub moderators: usize,
+}
+
+/// The status the requester and the watchers get: who watches, and whether a moderated
+/// session's input waits.
+pub fn audience_status(audience: &Audience, moderated: bool, message: String) -> Status {
+    Status {
+        state: SessionState::Active,
+        message,
+        watchers: audience.names.clone(),
+        paused: moderated && audience.moderators == 0,
+    }
+}
+
+/// The watched sessions of this replica.
+#[derive(Default)]
+pub struct Watches {
+    hubs: Mutex<HashMap<Uuid, Weak<Hub>>>,
+}
+
+impl Watches {
+    /// The hub of session `id`, made on first use; it lives while the relay or a watcher holds
+    /// it.
+    pub fn hub(&self, id: Uuid) -> Arc<Hub> {
+        let mut hubs = self.hubs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(hub) = hubs.get(&id).and_then(Weak::upgrade) {
+            return hub;
+        }
+        hubs.retain(|_, h| h.strong_count() > 0);
+        let hub = Arc::new(Hub::new());
+        hubs.insert(id, Arc::downgrade(&hub));
+        hub
+    }
+
+    /// Closes every watcher of session `id` with `reason` (the session ended, or its terminal
+    /// moved to another replica) and forgets the hub: a later watcher starts afresh.
+    pub fn close(&self, id: Uuid, code: u16, reason: &str) {
+        let hub = self
+            .hubs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id)
+            .and_then(|h| h.upgrade());
+        if let Some(hub) = hub {
+            hub.closed.send_replace(Some((code, reason.to_string())));
+        }
+    }
+
+    /// Who watches session `id` on this replica.
+    pub fn audience(&self, id: Uuid) -> Audience {
+        let hub = self
+            .hubs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .and_then(Weak::upgrade);
+        hub.map(|h| h.audience.borrow().clone()).unwrap_or_default()
+    }
+}
+
+/// One watched session.
+pub struct Hub {
+    inner: Mutex<Inner>,
+    audience: watch::Sender<Audience>,
+    closed: watch::Sender<Option<(u16, String)>>,
+}
+
+struct Inner {
+    screen: Screen,
+    seats: Vec<Seat>,
+    next: u64,
+}
+
+/// One watcher as the hub holds it.
+struct Seat {
+    key: u64,
+    name: String,
+    moderates: bool,
+    queue: mpsc::Sender<Bytes>,
+    /// Gets live frames: its first screen was queued and it has not fallen behind since.
+    live: bool,
+    /// Told when its queue overflowed (it then catches up) or its first screen is ready.
+    nudge: Arc<Notify>,
+}
+
+/// What a watcher holds: its queue, the nudge that says "catch up", and its seat (given back
+/// when this is dropped).
+pub struct Joined {
+    /// Frames for the watcher's socket, in order.
+    pub queue: mpsc::Receiver<Bytes>,
+    /// Fires when the watcher must [`Hub::catch_up`]: its first screen is ready, or it fell
+    /// behind.
+    pub nudge: Arc<Notify>,
+    /// The seat's key.
+    pub key: u64,
+    name: String,
+    writer: CastWriter,
+    hub: Arc<Hub>,
+}
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        self.hub.leave(self.key);
+        let _ = self.writer.marker(&format!("left: {}", self.name));
+    }
+}
+
+/// What a nudged watcher does next.
+#[derive(Debug)]
+pub enum CatchUp {
+    /// Send these frames (the screen drawn from scratch); live frames follow in the queue.
+    Frames(Vec<Bytes>),
+    /// Another watcher is drawing the screen: wait for the next nudge.
+    Wait,
+    /// Nobody watched: draw the screen from the recording's first this-many bytes
+    /// ([`Hub::first_screen`]).
+    Draw(u64),
+}
+
+impl Hub {
+    fn new() -> Hub {
+        Hub {
+            inner: Mutex::new(Inner {
+                screen: Screen::Off,
+                seats: Vec::new(),
+                next: 0,
+            }),
+            audience: watch::channel(Audience::default()).0,
+            closed: watch::channel(None).0,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Who watches; the receiver sees each change.
+    pub fn audience(&self) -> watch::Receiver<Audience> {
+        self.audience.subscribe()
+    }
+
+    /// Set once the hub's watchers must close: the close code and why.
+    pub fn closed(&self) -> watch::Receiver<Option<(u16, String)>> {
+        self.closed.subscribe()
+    }
+
+    /// Tees a piece of output into the recording and, while someone watches, into the screen
+    /// and every live watcher's queue (`frame` is the piece as a data frame). One lock for
+    /// both, so a first screen drawn from the recording's first `n` bytes and the frames after
+    /// it are exactly the output, once.
+    pub fn output(
+        &self,
+        writer: &CastWriter,
+        piece: &[u8],
+        frame: &Bytes,
+    ) -> Result<(), RecordingFailed> {
+        let mut inner = self.lock();
+        writer.output(piece)?;
+        if inner.seats.is_empty() {
+            return Ok(());
+        }
+        inner.screen.output(piece);
+        inner.fan_out(frame);
+        Ok(())
+    }
+
+    /// A resize of the terminal, recorded, drawn and passed on to the watchers.
+    pub fn resize(&self, writer: &CastWriter, cols: u16, rows: u16) -> Result<(), RecordingFailed> {
+        let mut inner = self.lock();
+        writer.resize(cols, rows)?;
+        if inner.seats.is_empty() {
+            return Ok(());
+        }
+        inner.screen.resize(cols, rows);
+        let frame = breakglass_shared::terminal::Frame::Resize { cols, rows }.encode();
+        inner.fan_out(&Bytes::from(frame));
+        Ok(())
+    }
+
+    /// Seats a watcher (a `watching` marker in the recording); its nudge fires at once, and
+    /// [`Hub::catch_up`] then says what to do.
+    pub fn join(self: &Arc<Self>, writer: &CastWriter, name: &str, moderates: bool) -> Joined {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let nudge = Arc::new(Notify::new());
+        nudge.notify_one();
+        let mut inner = self.lock();
+        let key = inner.next;
+        inner.next += 1;
+        inner.seats.push(Seat {
+            key,
+            name: name.to_string(),
+            moderates,
+            queue: tx,
+            live: false,
+            nudge: nudge.clone(),
+        });
+        let audience = inner.audience();
+        drop(inner);
+        let _ = writer.marker(&format!("watching: {name}"));
+        self.audience.send_replace(audience);
+        Joined {
+            queue: rx,
+            nudge,
+            key,
+            name: name.to_string(),
+            writer: writer.clone(),
+            hub: self.clone(),
+        }
+    }
+
+    /// Draws the first screen from the recording's first `len` bytes (stored first, then read
+    /// back) and what came after them, and nudges every seated watcher to take it. On a
+    /// failure the screen is left off and the error is for the caller to close with.
+    pub async fn first_screen(
+        &self,
+        writer: &CastWriter,
+        store: &dyn RecordingStore,
+        len: u64,
+    ) -> Result<(), String> {
+        let drawn = async {
+            let stored = writer
+                .stored_through(len)
+                .await
+                .map_err(|e| e.to_string())?;
+            let cast = crate::recording::segment::read_recording(store, &stored, true)
+                .await
+                .map_err(|e| format!("cannot read the recording: {e}"))?;
+            let prefix = cast
+                .get(..usize::try_from(len).unwrap_or(usize::MAX))
+                .unwrap_or(&cast);
+            Screen::from_cast(prefix)
+        }
+        .await;
+        let mut inner = self.lock();
+        match drawn {
+            Ok(screen) => {
+                inner.screen.finish_building(screen);
+                for seat in &inner.seats {
+                    seat.nudge.notify_one();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // The others waiting try again (one of them draws).
+                inner.screen = Screen::Off;
+                for seat in &inner.seats {
+                    seat.nudge.notify_one();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// What seat `key` does after its nudge. Its queue must have been emptied first: from the
+    /// frames returned on, it gets the live ones. The first watcher after a quiet spell is
+    /// told to draw the screen (the cut is taken under the lock the relay's output goes
+    /// through, so the recording's first `n` bytes and the output after them are exactly
+    /// everything, once).
+    pub fn catch_up(&self, key: u64, writer: &CastWriter) -> CatchUp {
+        let mut inner = self.lock();
+        match inner.screen {
+            Screen::Off => {
+                inner.screen = Screen::building();
+                return CatchUp::Draw(writer.len());
+            }
+            Screen::Building { .. } => return CatchUp::Wait,
+            Screen::Live { .. } => {}
+        }
+        let frames = inner.screen.frames().unwrap_or_default();
+        if let Some(seat) = inner.seats.iter_mut().find(|s| s.key == key) {
+            seat.live = true;
+        }
+        CatchUp::Frames(frames)
+    }
+
+    fn leave(&self, key: u64) {
+        let mut inner = self.lock();
+        inner.seats.retain(|s| s.key != key);
+        if inner.seats.is_empty() {
+            // Nobody watches: the emulator's memory goes with them.
+            inner.screen = Screen::Off;
+        }
+        let audience = inner.audience();
+        drop(inner);
+        self.audience.send_replace(audience);
+    }
+}
+
+impl Inner {
+    fn fan_out(&mut self, frame: &Bytes) {
+        for seat in self.seats.iter_mut().filter(|s| s.live) {
+            if seat.queue.try_send(frame.clone()).is_err() {
+                // Full (or its socket is going): skipped until it caught up.
+                seat.live = false;
+                seat.nudge.notify_one();
+            }
+        }
+    }
+
+    fn audience(&self) -> Audience {
+        let mut names: Vec<String> = Vec::new();
+        for seat in &self.seats {
+            if !names.contains(&seat.name) {
+                names.push(seat.name.clone());
+            }
+        }
+        Audience {
+            names,
+            moderators: self.seats.iter().filter(|s| s.moderates).count(),
+        }
+    }
+}

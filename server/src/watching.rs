@@ -1,0 +1,160 @@
+//! One watcher's socket (`GET /sessions/{id}/watch`): checks who may watch, seats them at the session's hub, sends the
+//! screen and then the stream, and discards whatever the watcher sends (a watch socket has no
+//! way to the pod: nothing read from it is decoded, let alone written anywhere).
+
+use std::sync::Arc;
+
+use axum::extract::ws::{Message, WebSocket};
+use breakglass_shared::access::Refusal;
+use breakglass_shared::terminal::{close, Frame, Status};
+use breakglass_shared::PermissionSet;
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::connections::{close_frame, CloseReason};
+use crate::holds::{Held, Holder, Holds};
+use crate::recorder::Recorder;
+use crate::store::Store;
+use crate::watch::{audience_status, CatchUp, Watches};
+
+/// What serving a watcher needs.
+pub struct Watching {
+    /// The configuration (who may watch where, which environments are moderated).
+    pub config: Arc<Config>,
+    /// Session rows.
+    pub store: Arc<dyn Store>,
+    /// The writers (a watcher is served where the session's writer is) and their store.
+    pub recorder: Arc<Recorder>,
+    /// This replica's hubs.
+    pub watches: Arc<Watches>,
+    /// What people hold open here, checked again every second.
+    pub holds: Arc<Holds>,
+}
+
+fn status_frame(status: &Status) -> Message {
+    Message::Binary(Frame::Status(status.clone()).encode().into())
+}
+
+impl Watching {
+    /// Serves one upgraded watch socket of `holder` to session `id` until it closes, the
+    /// session's terminal closes here, or the holder's right to watch ends.
+    pub async fn serve(&self, mut ws: WebSocket, id: Uuid, holder: Holder) {
+        let refuse = |code: u16, why: String| close_frame(code, &why);
+        let session = match self.store.get(id).await {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                let _ = ws
+                    .send(refuse(close::NOT_FOUND, "no such session".into()))
+                    .await;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(%id, error = %e, "watch: cannot read the session");
+                let why = "the server cannot read the session now".to_string();
+                let _ = ws.send(refuse(close::RELAY_ERROR, why)).await;
+                return;
+            }
+        };
+        let env = self.config.environment(&session.environment);
+        let permissions = holder
+            .access
+            .iter()
+            .find(|(e, _)| *e == session.environment)
+            .map(|(_, p)| *p)
+            .unwrap_or(PermissionSet::NONE);
+        let auditors = env.is_some_and(|e| e.auditors_watch);
+        let moderated = env.is_some_and(|e| e.moderated);
+        if let Err(r) = session.may_watch(&holder.name, &permissions, auditors) {
+            let code = match r {
+                Refusal::TerminalClosed(_) => close::NOT_ACTIVE,
+                Refusal::NotWatcher => close::NOT_WATCHER,
+                _ => close::NOT_FOUND,
+            };
+            let _ = ws.send(refuse(code, r.to_string())).await;
+            return;
+        }
+        let Some(writer) = self.recorder.writer_here(id).await else {
+            let why = "this session's terminal is served by another server replica; watching it from this one is not possible yet".to_string();
+            let _ = ws.send(refuse(close::MOVED, why)).await;
+            return;
+        };
+        let moderates = session.moderates(&holder.name, &permissions);
+        let name = holder.name.clone();
+        let mut hold = self.holds.open(
+            holder,
+            Held::Watch {
+                session: id,
+                environment: session.environment.clone(),
+            },
+        );
+        let hub = self.watches.hub(id);
+        let mut closed = hub.closed();
+        let mut audience = hub.audience();
+        let mut joined = hub.join(&writer, &name, moderates);
+        tracing::info!(%id, watcher = %name, "watching");
+        let (mut sink, mut stream) = ws.split();
+        let mut ignored = 0usize;
+        let reason: CloseReason = 'serve: loop {
+            tokio::select! {
+                frame = joined.queue.recv() => {
+                    let Some(frame) = frame else { continue };
+                    if sink.send(Message::Binary(frame)).await.is_err() {
+                        break CloseReason { code: 1001, reason: "browser gone".into() };
+                    }
+                }
+                () = joined.nudge.notified() => {
+                    // Whatever was queued is older than the screen about to be sent.
+                    let mut behind = false;
+                    while joined.queue.try_recv().is_ok() {
+                        behind = true;
+                    }
+                    let frames: Vec<Bytes> = match hub.catch_up(joined.key, &writer) {
+                        CatchUp::Frames(f) => f,
+                        CatchUp::Wait => continue,
+                        CatchUp::Draw(len) => {
+                            if let Err(e) = hub.first_screen(&writer, self.recorder.store().as_ref(), len).await {
+                                break CloseReason { code: close::RELAY_ERROR, reason: format!("cannot draw the screen: {e}") };
+                            }
+                            continue;
+                        }
+                    };
+                    if behind {
+                        let text = "you fell behind the terminal's output; the screen is drawn afresh";
+                        let status = audience_status(&audience.borrow(), moderated, text.into());
+                        if sink.send(status_frame(&status)).await.is_err() {
+                            break CloseReason { code: 1001, reason: "browser gone".into() };
+                        }
+                    }
+                    for frame in frames {
+                        if sink.send(Message::Binary(frame)).await.is_err() {
+                            break 'serve CloseReason { code: 1001, reason: "browser gone".into() };
+                        }
+                    }
+                }
+                changed = audience.changed() => {
+                    if changed.is_err() { continue; }
+                    let status = audience_status(&audience.borrow_and_update(), moderated, "watching".into());
+                    if sink.send(status_frame(&status)).await.is_err() {
+                        break CloseReason { code: 1001, reason: "browser gone".into() };
+                    }
+                }
+                msg = stream.next() => match msg {
+                    Some(Ok(Message::Close(_))) => break CloseReason { code: 1000, reason: "closed by the browser".into() },
+                    None | Some(Err(_)) => break CloseReason { code: 1001, reason: "browser gone".into() },
+                    // Read and dropped: a watcher has no way to the pod.
+                    Some(Ok(_)) => ignored += 1,
+                },
+                why = hold.ended() => break CloseReason { code: close::REVOKED, reason: why },
+                reason = async { closed.wait_for(Option::is_some).await.ok().and_then(|r| r.clone()) } => {
+                    let (code, reason) = reason.unwrap_or((close::SESSION_ENDED, "session ended".into()));
+                    break CloseReason { code, reason };
+                }
+            }
+        };
+        drop(joined);
+        let _ = sink.send(close_frame(reason.code, &reason.reason)).await;
+        tracing::info!(%id, watcher = %name, code = reason.code, ignored, "stopped watching");
+    }
+}
