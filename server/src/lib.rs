@@ -42,17 +42,36 @@ use crate::config::Config;
 use crate::state::{AppState, Context};
 
 /// Starts the server with `config` and serves until Ctrl-C or SIGTERM.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub async fn run(mut config: Config) -> anyhow::Result<()> {
+    let listener = bind(config.listen).await?;
+    // Port 0 asks for any free port: the others reach this replica at the one it got.
+    let port = listener.local_addr()?.port();
+    if let Some(url) = config
+        .advertise_url
+        .as_mut()
+        .filter(|u| u.port() == Some(0))
+    {
+        let _ = url.set_port(Some(port));
+    }
     let clusters = cluster::Clusters::from_config(&config);
     let ctx = Context::with_clusters(config, clusters).await?;
-    serve(ctx).await
+    serve_on(ctx, listener).await
+}
+
+async fn bind(at: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(at)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {at}: {e}"))
 }
 
 /// Serves `ctx` until Ctrl-C or SIGTERM: the HTTP listener and the sweep.
 pub async fn serve(ctx: Arc<Context>) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(ctx.config.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", ctx.config.listen))?;
+    let listener = bind(ctx.config.listen).await?;
+    serve_on(ctx, listener).await
+}
+
+/// [`serve`] on a listener already bound.
+async fn serve_on(ctx: Arc<Context>, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let listener = no_delay(listener);
     let url = match &ctx.config.public_url {

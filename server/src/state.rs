@@ -178,6 +178,7 @@ impl Context {
             changes: changes.clone(),
             missed: missed.subscribe(),
             anchors: metrics.anchors.clone(),
+            advertise: config.advertise_url.clone(),
         })
         .map_err(StartError::Recording)?;
         let config = Arc::new(config);
@@ -203,6 +204,7 @@ impl Context {
             recorder: recorder.clone(),
             watches: connections.watches().clone(),
             holds: holds.clone(),
+            key: key.clone(),
         });
         let relay = Arc::new(Relay {
             store: store.clone(),

@@ -91,6 +91,7 @@ async fn lifecycle(dir: &std::path::Path, refuse: bool) -> (Arc<Lifecycle>, Arc<
         changes: changes.clone(),
         missed: tokio::sync::watch::channel(0).1,
         anchors: metrics.anchors.clone(),
+        advertise: None,
     })
     .unwrap();
     drop(lost);

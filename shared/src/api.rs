@@ -282,6 +282,12 @@ pub struct EnvironmentInfo {
     /// security key (`crate::step_up`).
     #[serde(default)]
     pub step_up: bool,
+    /// Whether a running session's input here waits for an approver watching it live.
+    #[serde(default)]
+    pub moderated: bool,
+    /// Whether auditors may watch running sessions here (`Session::may_watch`).
+    #[serde(default)]
+    pub auditors_watch: bool,
 }
 
 /// Whether an environment has a cluster behind it, as the UI shows it.

@@ -83,14 +83,20 @@ async fn the_binder_role_needs_the_grant_policy_in_the_cluster_or_an_acknowledge
     assert!(binder(&yaml), "the binder role is missing");
 }
 
-/// The namespaces or address blocks a NetworkPolicy rule names on `side` (`from`, `to`);
-/// a rule without that side (open to everyone) fails the test.
+/// The namespaces or address blocks a NetworkPolicy rule names on `side` (`from`, `to`), and
+/// `pods {labels}` for pods of the policy's own namespace; a rule without that side (open to
+/// everyone) fails the test.
 fn peers(rule: &Value, side: &str) -> Vec<String> {
     rule[side]
         .as_array()
         .unwrap_or_else(|| panic!("a rule open to everyone: {rule}"))
         .iter()
         .map(|peer| {
+            if peer.get("namespaceSelector").is_none() {
+                if let Some(labels) = peer["podSelector"]["matchLabels"].as_object() {
+                    return format!("pods {}", Value::Object(labels.clone()));
+                }
+            }
             peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
                 .as_str()
                 .or(peer["ipBlock"]["cidr"].as_str())
@@ -128,10 +134,16 @@ fn the_network_policy_lets_in_the_ingress_and_the_scraper_and_out_only_what_is_n
             .flat_map(|r| peers(r, side))
             .collect()
     };
-    assert_eq!(rules("from", "ingress"), ["ingress-nginx", "monitoring"]);
+    // The replicas reach each other (a watcher is served by the one holding the terminal).
+    let replicas = format!("pods {}", Value::Object(selector.clone()));
+    assert_eq!(
+        rules("from", "ingress"),
+        [replicas.as_str(), "ingress-nginx", "monitoring"]
+    );
     assert_eq!(
         rules("to", "egress"),
         [
+            replicas.as_str(),
             "kube-system",
             "198.51.100.20/32",
             "203.0.113.0/24",

@@ -293,5 +293,6 @@ mod restarts;
 mod revocation;
 mod store_failures;
 mod watching;
+mod watching_replicas;
 use replicas::open_when_free;
 use store_failures::{assert_no_grants, wait_stored};

@@ -4,7 +4,7 @@
 use super::*;
 
 /// Opens the terminal on `server`: the socket once it says "attached", or the close frame.
-async fn open_terminal(
+pub(crate) async fn open_terminal(
     server: &ServerProcess,
     who: &ApiClient,
     id: &str,
@@ -49,7 +49,7 @@ pub(crate) async fn open_when_free(server: &ServerProcess, who: &ApiClient, id: 
 /// PostgreSQL database and one recording store (a directory here, a bucket in production).
 /// What two replicas share besides the cluster: the database and the recording store, as the
 /// environment a replica is started with; the bucket (under S3) runs while this is kept.
-struct SharedStore {
+pub(crate) struct SharedStore {
     env: Vec<(String, String)>,
     _bucket: Option<std::sync::Arc<breakglass_e2e::s3::Bucket>>,
 }
@@ -63,7 +63,7 @@ impl SharedStore {
     }
 }
 
-async fn two_replicas(
+pub(crate) async fn two_replicas(
     ns_extra: &str,
 ) -> (
     ServerProcess,
@@ -88,6 +88,11 @@ async fn two_replicas(
     };
     let extra = format!("[recording]\nflush_interval_seconds = 1\n{store}\n{ns_extra}");
     let (dir, cfg, ns) = prepare(&extra).await;
+    // Replicas share the cookie key, as a deployment's do (it also signs what one replica
+    // vouches to another).
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let secret = "replicas-share-this-key-".repeat(4);
+    std::fs::write(&cfg, format!("session_secret = \"{secret}\"\n{text}")).unwrap();
     let mut env = vec![("BREAKGLASS_DATABASE_URL".to_string(), db)];
     if let Some(b) = &bucket {
         env.extend(b.env.iter().cloned());

@@ -7,7 +7,7 @@ use breakglass_shared::terminal::Status;
 
 use super::*;
 
-async fn watch(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
+pub(crate) async fn watch(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
     let req = socket_request(server, who, id, "watch", Some(&server.url));
     let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
     ws
@@ -16,14 +16,14 @@ async fn watch(server: &ServerProcess, who: &ApiClient, id: &str) -> Ws {
 /// What a socket showed until `done` said so: the text of its data frames, the statuses and
 /// the sizes it was told, and the close if it closed first.
 #[derive(Default, Debug)]
-struct Seen {
-    text: String,
-    statuses: Vec<Status>,
-    sizes: Vec<(u16, u16)>,
-    closed: Option<(u16, String)>,
+pub(crate) struct Seen {
+    pub(crate) text: String,
+    pub(crate) statuses: Vec<Status>,
+    pub(crate) sizes: Vec<(u16, u16)>,
+    pub(crate) closed: Option<(u16, String)>,
 }
 
-async fn read_while(ws: &mut Ws, done: impl Fn(&Seen) -> bool) -> Seen {
+pub(crate) async fn read_while(ws: &mut Ws, done: impl Fn(&Seen) -> bool) -> Seen {
     let mut seen = Seen::default();
     let r = tokio::time::timeout(T, async {
         while let Some(msg) = ws.next().await {
@@ -55,7 +55,7 @@ async fn read_while(ws: &mut Ws, done: impl Fn(&Seen) -> bool) -> Seen {
     seen
 }
 
-async fn type_in(ws: &mut Ws, text: &str) {
+pub(crate) async fn type_in(ws: &mut Ws, text: &str) {
     ws.send(Message::Binary(
         Frame::Data(text.as_bytes()).encode().into(),
     ))
@@ -63,7 +63,7 @@ async fn type_in(ws: &mut Ws, text: &str) {
     .unwrap();
 }
 
-fn last_watchers(seen: &Seen) -> Option<&Vec<String>> {
+pub(crate) fn last_watchers(seen: &Seen) -> Option<&Vec<String>> {
     seen.statuses.last().map(|s| &s.watchers)
 }
 

@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// Address to listen on (default 127.0.0.1:8080).
     #[arg(long, env = "BREAKGLASS_LISTEN")]
     pub listen: Option<SocketAddr>,
+    /// The URL the other replicas reach this one at (to watch a terminal it serves); default
+    /// `http://LISTEN` when the listen address is not a wildcard.
+    #[arg(long, env = "BREAKGLASS_ADVERTISE_URL")]
+    pub advertise_url: Option<String>,
     /// `sqlite://PATH` or `postgres://...` (default: SQLite file in the data directory).
     #[arg(long, env = "BREAKGLASS_DATABASE_URL")]
     pub database_url: Option<String>,
@@ -110,6 +114,8 @@ fn within(key: impl Into<String>, value: u64, min: u64, max: u64) -> Result<u64,
 pub struct FileConfig {
     /// Address to listen on.
     pub listen: Option<SocketAddr>,
+    /// The URL the other replicas reach this one at.
+    pub advertise_url: Option<String>,
     /// Database URL (`sqlite://...` or `postgres://...`).
     pub database_url: Option<String>,
     /// Data directory.
@@ -238,6 +244,8 @@ impl LimitsFileConfig {
 pub struct Config {
     /// Listen address.
     pub listen: SocketAddr,
+    /// Where the other replicas reach this one (a watcher there is served from here).
+    pub advertise_url: Option<url::Url>,
     /// Database URL.
     pub database_url: String,
     /// Data directory.
@@ -304,6 +312,7 @@ impl Config {
     pub fn resolve(args: &ServeArgs, file: FileConfig) -> Result<Config, ConfigError> {
         let FileConfig {
             listen,
+            advertise_url,
             database_url,
             data_dir,
             static_dir,
@@ -327,6 +336,7 @@ impl Config {
         } = file;
         let server = server::ServerFile {
             listen,
+            advertise_url,
             database_url,
             data_dir,
             static_dir,
@@ -384,6 +394,7 @@ impl Config {
         Ok(Config {
             recording,
             listen: server.listen,
+            advertise_url: server.advertise_url,
             database_url: server.database_url,
             data_dir: server.data_dir,
             static_dir: server.static_dir,

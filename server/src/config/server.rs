@@ -1,5 +1,5 @@
-//! Where the server listens and keeps its data: `listen`, `database_url`, `data_dir`,
-//! `static_dir`. The flags of `serve` win over the file for each.
+//! Where the server listens and keeps its data: `listen`, `advertise_url`, `database_url`,
+//! `data_dir`, `static_dir`. The flags of `serve` win over the file for each.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use super::{ConfigError, ServeArgs};
 /// The file's keys of this section.
 pub(super) struct ServerFile {
     pub listen: Option<SocketAddr>,
+    pub advertise_url: Option<String>,
     pub database_url: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub static_dir: Option<PathBuf>,
@@ -17,6 +18,7 @@ pub(super) struct ServerFile {
 /// The resolved section.
 pub(super) struct Server {
     pub listen: SocketAddr,
+    pub advertise_url: Option<url::Url>,
     pub database_url: String,
     pub data_dir: PathBuf,
     pub static_dir: PathBuf,
@@ -44,11 +46,22 @@ impl ServerFile {
                 "must start with sqlite:, postgres:// or postgresql://",
             ));
         }
+        let listen = args
+            .listen
+            .or(self.listen)
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+        let advertise_url = match args.advertise_url.clone().or(self.advertise_url) {
+            Some(text) => Some(advertised(&text)?),
+            // A replica listening on one address is reached there; one listening on all of
+            // them cannot say which the others reach.
+            None if !listen.ip().is_unspecified() => {
+                url::Url::parse(&format!("http://{listen}")).ok()
+            }
+            None => None,
+        };
         Ok(Server {
-            listen: args
-                .listen
-                .or(self.listen)
-                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            listen,
+            advertise_url,
             database_url,
             data_dir,
             static_dir: args
@@ -58,4 +71,22 @@ impl ServerFile {
                 .unwrap_or_else(|| PathBuf::from("frontend/dist")),
         })
     }
+}
+
+/// An `advertise_url`: `http` or `https`, a host, nothing after the authority.
+fn advertised(text: &str) -> Result<url::Url, ConfigError> {
+    let bad = |why: &str| {
+        ConfigError::new(
+            "advertise_url",
+            format!("{why}: give the URL the other replicas reach this one at, e.g. http://10.0.0.7:8080"),
+        )
+    };
+    let url = url::Url::parse(text).map_err(|e| bad(&format!("{text:?} is not a URL ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(bad("it must be an http or https URL with a host"));
+    }
+    if url.path() != "/" || url.query().is_some() || !url.username().is_empty() {
+        return Err(bad("it must have no path, query or user"));
+    }
+    Ok(url)
 }

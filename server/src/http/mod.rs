@@ -128,6 +128,7 @@ pub fn app(state: AppState) -> Router {
         .route("/events", get(events::stream))
         .route("/sessions/{id}/terminal", get(terminal::terminal))
         .route("/sessions/{id}/watch", get(watch::watch))
+        .route("/replica/watch/{id}", get(watch::replica_watch))
         .route("/sessions/{id}/recording", get(recordings::recording))
         .route("/sessions/{id}/recording/verify", get(recordings::verify))
         .route("/sessions/{id}/evidence", get(recordings::evidence))
@@ -346,6 +347,8 @@ async fn environments_for(
             .await,
             lock: breakglass_shared::lock::find(locks, LockScope::Environment, &e.name).cloned(),
             step_up: e.step_up,
+            moderated: e.moderated,
+            auditors_watch: e.auditors_watch,
         }
     }))
     .await

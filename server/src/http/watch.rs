@@ -13,7 +13,8 @@ use crate::auth::CurrentUser;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::extract::SessionId;
-use crate::watching::Watching;
+use crate::watching::{Pass, Watching, PASS_HEADER};
+use breakglass_shared::ErrorCode;
 
 /// Upgrades to a watch socket of a running session: its terminal live and read-only, for the
 /// environment's approvers and admins. Refusals after the upgrade are close frames with a
@@ -36,8 +37,45 @@ pub async fn watch(
 ) -> Result<Response, ApiError> {
     let ws = super::terminal::checked_upgrade(&config, &headers, ws)?;
     let holder = crate::revocation::holder_of(&config, &user);
+    let host = headers.get(axum::http::header::HOST).cloned();
     Ok(ws.on_upgrade(move |socket| async move {
         let _open = busy;
-        watching.serve(socket, id, holder).await;
+        watching.serve(socket, id, holder, host).await;
     }))
+}
+
+/// The watch socket one replica opens to another for a watcher it checked (the terminal is
+/// served there): no cookie and no Origin, a pass signed with the key the replicas share.
+pub async fn replica_watch(
+    State(watching): State<Arc<Watching>>,
+    headers: HeaderMap,
+    SessionId(id): SessionId,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    busy: Option<axum::Extension<crate::http::idle::Busy>>,
+) -> Result<Response, ApiError> {
+    let sealed = headers
+        .get(PASS_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Forbidden,
+                format!("{PASS_HEADER}: this route is for the server's replicas"),
+            )
+        })?;
+    let pass = Pass::open(&watching.key, sealed, id).map_err(|why| {
+        tracing::warn!(%id, why, "a replica watch socket refused");
+        ApiError::new(ErrorCode::Forbidden, format!("{PASS_HEADER}: {why}"))
+    })?;
+    let ws = ws.map_err(|e| {
+        ApiError::invalid(
+            "upgrade",
+            format!("upgrade: this route is a WebSocket: {e}"),
+        )
+    })?;
+    Ok(ws
+        .max_message_size(breakglass_shared::terminal::MAX_FRAME * 2)
+        .on_upgrade(move |socket| async move {
+            let _open = busy;
+            watching.serve_forwarded(socket, pass).await;
+        }))
 }

@@ -61,6 +61,9 @@ pub struct RecorderParts {
     pub missed: watch::Receiver<u64>,
     /// Counter of anchoring attempts, by outcome.
     pub anchors: IntCounterVec,
+    /// Where the other replicas reach this one: part of the writers' lease holder name, so a
+    /// replica asked to watch a terminal served here knows where to ask.
+    pub advertise: Option<url::Url>,
 }
 
 /// The recordings of this replica.
@@ -129,7 +132,10 @@ impl Recorder {
             connections: parts.connections,
             events,
             anchors: parts.anchors,
-            holder: Uuid::now_v7().to_string(),
+            holder: match &parts.advertise {
+                Some(url) => format!("{}@{url}", Uuid::now_v7()),
+                None => Uuid::now_v7().to_string(),
+            },
             writers: Mutex::new(HashMap::new()),
             making: std::sync::Mutex::default(),
             finals: std::sync::Mutex::default(),
@@ -211,6 +217,17 @@ impl Recorder {
         RecordingError::HeldElsewhere {
             lease_seconds: self.lease_ttl().as_secs(),
         }
+    }
+
+    /// Where the replica holding the writer of session `id` (and so its terminal) is reached,
+    /// when another replica holds it and said where; `Ok(None)` when nobody holds it or the
+    /// holder did not say.
+    pub async fn served_at(&self, id: Uuid) -> Result<Option<url::Url>, crate::store::StoreError> {
+        let holder = self.db.lease_holder(&lease_name(id), now_ms()).await?;
+        Ok(holder.filter(|h| *h != self.holder).and_then(|h| {
+            h.split_once('@')
+                .and_then(|(_, url)| url::Url::parse(url).ok())
+        }))
     }
 
     /// The writer of session `id` when this replica holds it: never takes one over (a watcher

@@ -56,6 +56,17 @@ macro_rules! lease_sql {
                 Ok(renewed)
             }
 
+            async fn holder_of_lease(&self, name: &str, now_ms: i64) -> Result<Option<String>, crate::store::StoreError> {
+                let row: Option<(String,)> = sqlx::query_as(
+                    "SELECT holder FROM breakglass_leases WHERE name = $1 AND expires_at_ms >= $2",
+                )
+                .bind(name)
+                .bind(now_ms)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row.map(|(h,)| h))
+            }
+
             async fn give_up_lease(&self, name: &str, holder: &str) -> Result<(), crate::store::StoreError> {
                 sqlx::query("DELETE FROM breakglass_leases WHERE name = $1 AND holder = $2")
                     .bind(name)

@@ -112,6 +112,8 @@ pub trait Store: KeyStore + OutboxStore + Send + Sync + 'static {
     /// Gives lease `name` up if `holder` holds it (so another holder need not wait for it to
     /// expire).
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
+    /// Who holds lease `name` at `now_ms`, if anyone.
+    async fn lease_holder(&self, name: &str, now_ms: i64) -> Result<Option<String>, StoreError>;
     /// Makes this process a server replica of the database and returns what the other
     /// replicas announce from now on. SQLite takes the database's single-replica lock
     /// ([`StoreError::SingleReplica`] when another live process holds it; the lock of a
@@ -390,6 +392,9 @@ macro_rules! sql_store {
 
             async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
                 self.give_up_lease(name, holder).await
+            }
+            async fn lease_holder(&self, name: &str, now_ms: i64) -> Result<Option<String>, StoreError> {
+                self.holder_of_lease(name, now_ms).await
             }
 
             async fn live_versions(&self) -> Result<Vec<(Uuid, i64)>, StoreError> {

@@ -126,6 +126,8 @@ mod tests {
             cluster: breakglass_shared::api::ClusterStatus::ApiOnly,
             lock: None,
             step_up: false,
+            moderated: false,
+            auditors_watch: false,
         }
     }
 

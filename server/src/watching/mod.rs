@@ -2,9 +2,13 @@
 //! screen and then the stream, and discards whatever the watcher sends (a watch socket has no
 //! way to the pod: nothing read from it is decoded, let alone written anywhere).
 
+mod forward;
+
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket};
+use axum::http::HeaderValue;
+use axum_extra::extract::cookie::Key;
 use breakglass_shared::access::Refusal;
 use breakglass_shared::terminal::{close, Frame, Status};
 use breakglass_shared::PermissionSet;
@@ -14,10 +18,20 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::connections::{close_frame, CloseReason};
-use crate::holds::{Held, Holder, Holds};
+use crate::holds::{Held, Hold, Holder, Holds};
 use crate::recorder::Recorder;
+use crate::recording::CastWriter;
 use crate::store::Store;
 use crate::watch::{audience_status, CatchUp, Watches};
+pub use forward::{Pass, PASS_HEADER};
+
+/// One watcher as the pump serves them.
+struct Watcher {
+    id: Uuid,
+    name: String,
+    moderates: bool,
+    moderated: bool,
+}
 
 /// What serving a watcher needs.
 pub struct Watching {
@@ -31,6 +45,9 @@ pub struct Watching {
     pub watches: Arc<Watches>,
     /// What people hold open here, checked again every second.
     pub holds: Arc<Holds>,
+    /// The cookie key, which every replica shares: it signs the pass of a watcher forwarded
+    /// to the replica serving the terminal.
+    pub key: Key,
 }
 
 fn status_frame(status: &Status) -> Message {
@@ -40,7 +57,13 @@ fn status_frame(status: &Status) -> Message {
 impl Watching {
     /// Serves one upgraded watch socket of `holder` to session `id` until it closes, the
     /// session's terminal closes here, or the holder's right to watch ends.
-    pub async fn serve(&self, mut ws: WebSocket, id: Uuid, holder: Holder) {
+    pub async fn serve(
+        &self,
+        mut ws: WebSocket,
+        id: Uuid,
+        holder: Holder,
+        host: Option<HeaderValue>,
+    ) {
         let refuse = |code: u16, why: String| close_frame(code, &why);
         let session = match self.store.get(id).await {
             Ok(Some(s)) => s,
@@ -75,24 +98,73 @@ impl Watching {
             let _ = ws.send(refuse(code, r.to_string())).await;
             return;
         }
-        let Some(writer) = self.recorder.writer_here(id).await else {
-            let why = "this session's terminal is served by another server replica; watching it from this one is not possible yet".to_string();
-            let _ = ws.send(refuse(close::MOVED, why)).await;
-            return;
-        };
         let moderates = session.moderates(&holder.name, &permissions);
         let name = holder.name.clone();
-        let mut hold = self.holds.open(
+        let hold = self.holds.open(
             holder,
             Held::Watch {
                 session: id,
                 environment: session.environment.clone(),
             },
         );
+        let watcher = Watcher {
+            id,
+            name,
+            moderates,
+            moderated,
+        };
+        match self.recorder.writer_here(id).await {
+            Some(writer) => self.pump(ws, &watcher, writer, Some(hold)).await,
+            None => self.forward(ws, watcher, host, hold).await,
+        }
+    }
+
+    /// Serves a watcher whom another replica checked and forwards here (its pass says who).
+    pub async fn serve_forwarded(&self, mut ws: WebSocket, pass: Pass) {
+        let id = pass.session;
+        let active = matches!(self.store.get(id).await, Ok(Some(s)) if s.state == breakglass_shared::SessionState::Active);
+        let writer = match self.recorder.writer_here(id).await {
+            Some(w) if active => w,
+            _ => {
+                let why = "this session's terminal is not served by this replica".to_string();
+                let _ = ws.send(close_frame(close::MOVED, &why)).await;
+                return;
+            }
+        };
+        let moderated = self.moderated(id).await;
+        let watcher = Watcher {
+            id,
+            name: pass.name,
+            moderates: pass.moderates,
+            moderated,
+        };
+        self.pump(ws, &watcher, writer, None).await;
+    }
+
+    async fn moderated(&self, id: Uuid) -> bool {
+        match self.store.get(id).await {
+            Ok(Some(s)) => self
+                .config
+                .environment(&s.environment)
+                .is_some_and(|e| e.moderated),
+            _ => false,
+        }
+    }
+
+    /// Seats the watcher at the hub of the writer held here, and sends the screen and the
+    /// stream until the socket, the session's terminal here or the hold closes.
+    async fn pump(&self, ws: WebSocket, watcher: &Watcher, writer: CastWriter, hold: Option<Hold>) {
+        let Watcher {
+            id,
+            ref name,
+            moderates,
+            moderated,
+        } = *watcher;
+        let mut hold = hold;
         let hub = self.watches.hub(id);
         let mut closed = hub.closed();
         let mut audience = hub.audience();
-        let mut joined = hub.join(&writer, &name, moderates);
+        let mut joined = hub.join(&writer, name, moderates);
         tracing::info!(%id, watcher = %name, "watching");
         let (mut sink, mut stream) = ws.split();
         let mut ignored = 0usize;
@@ -146,7 +218,9 @@ impl Watching {
                     // Read and dropped: a watcher has no way to the pod.
                     Some(Ok(_)) => ignored += 1,
                 },
-                why = hold.ended() => break CloseReason { code: close::REVOKED, reason: why },
+                why = async { match hold.as_mut() { Some(h) => h.ended().await, None => std::future::pending().await } } => {
+                    break CloseReason { code: close::REVOKED, reason: why };
+                }
                 reason = async { closed.wait_for(Option::is_some).await.ok().and_then(|r| r.clone()) } => {
                     let (code, reason) = reason.unwrap_or((close::SESSION_ENDED, "session ended".into()));
                     break CloseReason { code, reason };
