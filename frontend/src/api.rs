@@ -1,7 +1,7 @@
-//! The one place that knows URLs and talks to the server: fetch, the live event stream (SSE) and
-//! the terminal WebSocket, plus the app's own page links. Components call these functions; they
-//! never build a URL themselves. This file is the HTTP core (requests, the CSRF token, errors);
-//! each noun of the API has its module, re-exported here as `api::...`.
+//! The one place that knows URLs and talks to the server: fetch, the live event stream (SSE),
+//! the terminal and watch WebSockets, plus the app's own page links. Components call these
+//! functions; they never build a URL themselves. This file is the HTTP core (requests, the CSRF
+//! token, errors); each noun of the API has its module, re-exported here as `api::...`.
 //!
 //! Request and response bodies are the `breakglass_shared` types, the guardrail report
 //! (`listing::GuardrailReport`) included.
@@ -41,7 +41,7 @@ pub use sessions::{
     session, Action,
 };
 pub use step_up::{add_key, confirm, keys, remove_key};
-pub use terminal::open_terminal;
+pub use terminal::{open_terminal, open_watch};
 
 thread_local! {
     /// The CSRF token of the signed-in user (from `whoami` / `dev-login`).

@@ -47,6 +47,19 @@ impl Auth {
             .map_or(PermissionSet::NONE, |e| e.permissions);
         s.may(action, &user, &permissions).is_ok()
     }
+
+    /// Whether the server would let the user watch `s`'s terminal live now: the shared rule
+    /// ([`Session::may_watch`]) with the user's permissions in its environment and whether
+    /// that environment lets auditors watch (tracked).
+    pub fn may_watch(&self, s: &Session) -> bool {
+        let Some(user) = self.user() else {
+            return false;
+        };
+        let env = self.env(&s.environment);
+        let permissions = env.as_ref().map_or(PermissionSet::NONE, |e| e.permissions);
+        let auditors_watch = env.is_some_and(|e| e.auditors_watch);
+        s.may_watch(&user, &permissions, auditors_watch).is_ok()
+    }
 }
 
 /// The auth context (panics outside the shell, a programming error).

@@ -17,6 +17,9 @@
 //! `pages_left_behind_hold_no_stream` visits pages by address, more often than the browser has
 //! connections to one site, and checks that only the current page holds a live stream.
 //!
+//! `watching.rs`: an approver watches a running session live and read-only while the
+//! requester's page names him, and a moderated session's input waits for him.
+//!
 //! Screenshots of every page go to `$BREAKGLASS_ARTIFACTS` (default `target/screenshots`).
 
 use std::time::Duration;
@@ -570,4 +573,5 @@ mod player;
 mod step_up;
 mod terminal_screen;
 mod walkthrough;
+mod watching;
 use walkthrough::flow;

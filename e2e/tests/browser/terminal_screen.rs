@@ -109,12 +109,31 @@ pub(crate) async fn server_with_pod(
     tier: &str,
     prefix: &str,
 ) -> anyhow::Result<(WebServer, TestNamespace, tempfile::TempDir)> {
+    server_with_pod_and(env, tier, prefix, "").await
+}
+
+/// [`server_with_pod`] with `keys` (TOML lines, each ending in a newline, e.g.
+/// `"moderated = true\n"`) added to the environment's settings.
+pub(crate) async fn server_with_pod_and(
+    env: &str,
+    tier: &str,
+    prefix: &str,
+    keys: &str,
+) -> anyhow::Result<(WebServer, TestNamespace, tempfile::TempDir)> {
     let dist = frontend_dist()?;
     let cp = ControlPlane::shared().await?;
     let dir = tempfile::tempdir()?;
     let cfg = dir.path().join("server.toml");
     let kubeconfig = cp.kubeconfig_path(Identity::BreakglassSa)?;
-    std::fs::write(&cfg, config_toml(&[(env, tier, kubeconfig)], ""))?;
+    // An environment's own keys go right after its `tier` line, inside its table (its
+    // permissions' table follows).
+    let tier_line = format!("tier = \"{tier}\"\n");
+    let toml = config_toml(&[(env, tier, kubeconfig)], "").replacen(
+        &tier_line,
+        &format!("{tier_line}{keys}"),
+        1,
+    );
+    std::fs::write(&cfg, toml)?;
     install_guardrails(cp, &cfg, env, cp.username(Identity::BreakglassSa)?).await?;
     let ns = cp.namespace(prefix).await?;
     let pods: Api<Pod> = Api::namespaced(cp.client(Identity::Admin).await?, ns.name());

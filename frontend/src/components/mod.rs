@@ -13,4 +13,6 @@ pub mod session_card;
 pub mod session_list;
 pub mod session_panel;
 pub mod spec;
+pub mod term_socket;
 pub mod terminal;
+pub mod watch;

@@ -1,5 +1,6 @@
 //! A session's live state: waiting for approval (and who can approve), activating, active with
-//! time left and the terminal, ended with the reason; with the actions the user may take.
+//! time left and the terminal (or, for those who may watch it, its live view), ended with the
+//! reason; with the actions the user may take.
 
 use breakglass_shared::access::Action;
 use breakglass_shared::api::SessionDetail;
@@ -14,6 +15,7 @@ use crate::components::common::{
     dynv, focus_lost, refocus_if_lost, Age, ErrorNotice, Loading, TimeLeft,
 };
 use crate::components::terminal::Terminal;
+use crate::components::watch::Watch;
 use crate::fetch::{fetch, Fetch};
 use crate::format;
 use crate::live::use_live;
@@ -83,6 +85,17 @@ pub fn SessionPanel(
     // was looking at. (Loaded after the end, there is nothing to keep.)
     let terminal_seen = Memo::new(move |prev: Option<&bool>| {
         prev.copied().unwrap_or(false) || terminal_for_me.get()
+    });
+    // Approvers and admins (auditors where the environment lets them) may watch the terminal
+    // live while it runs; never its requester, who has the terminal itself.
+    let may_watch =
+        Memo::new(move |_| session.with(|s| s.as_ref().is_some_and(|s| auth.may_watch(s))));
+    // The live view is open. Outside the state view, which each new version rebuilds: the
+    // view and its socket stay while the session changes, and after it ends (its last screen
+    // and why it closed) until put away.
+    let watching = RwSignal::new(false);
+    let requester = Memo::new(move |_| {
+        session.with(|s| s.as_ref().map(|s| s.requester.clone()).unwrap_or_default())
     });
     let ended = Signal::derive(move || {
         session.with(|s| {
@@ -157,6 +170,18 @@ pub fn SessionPanel(
                     <p class="muted">{format!("Only {} can type in this terminal; the recording is available once it ends.", s.requester)}</p>
                 })
             })}
+            <Show when=move || may_watch.get() || watching.get()>
+                <div class="watch-bar">
+                    <button type="button"
+                        data-action=move || if watching.get() { "stop-watching" } else { "watch" }
+                        on:click=move |_| watching.update(|w| *w = !*w)>
+                        {move || if watching.get() { "Stop watching" } else { "Watch live" }}
+                    </button>
+                </div>
+            </Show>
+            <Show when=move || watching.get()>
+                <Watch session_id=id requester=requester.get_untracked() active=active/>
+            </Show>
             {dynv(move || (with_events && session.with(Option::is_some)).then(|| view! { <Events detail=detail/> }))}
         </section>
     }

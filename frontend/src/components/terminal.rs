@@ -1,6 +1,8 @@
 //! The session's terminal: xterm.js attached to the relay's WebSocket with binary frames
 //! (`shared::terminal`), fitted to its box, resize frames on every size change, a heartbeat, and
-//! reconnection with backoff after a network blip while the session is active.
+//! reconnection with backoff after a network blip while the session is active. It shows who
+//! watches the terminal live and, in a moderated session, that input is paused until an
+//! approver watches (the server holds keystrokes back meanwhile).
 //!
 //! The box takes the window's free height below its top (all of the window in full screen), so
 //! the prompt on the bottom row is on screen without scrolling; the page's layout and the
@@ -8,9 +10,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Duration;
 
-use breakglass_shared::terminal::{close, Frame, TAG_DATA};
+use breakglass_shared::terminal::{close, Frame};
 use leptos::html::Div;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -21,11 +22,17 @@ use wasm_bindgen::JsCast;
 
 use crate::api;
 use crate::components::common::dynv;
+use crate::components::term_socket::{every_heartbeat, Handlers, JsHandler, Link};
 use crate::live::backoff;
 use crate::xterm;
 
-/// Seconds between heartbeats sent to the relay.
-const HEARTBEAT: Duration = Duration::from_secs(20);
+/// Written into the terminal when the server starts holding input back, so the pause is seen
+/// where the person is typing (the notice above the terminal can be out of their eye line).
+const PAUSED_LINE: &str = "\r\n\x1b[33m[break-glass] input paused: this session is moderated; what you type reaches the pod only while an approver watches\x1b[0m\r\n";
+
+/// Written into the terminal when input flows again.
+const RESUMED_LINE: &str =
+    "\r\n\x1b[32m[break-glass] input resumed: an approver is watching\x1b[0m\r\n";
 
 /// Space kept below the box when it is sized to the window, in CSS pixels.
 const BOTTOM_GAP: f64 = 16.0;
@@ -71,8 +78,17 @@ enum Conn {
     Failed(String),
 }
 
-/// A DOM event handler kept alive while registered.
-type JsHandler = Closure<dyn FnMut(JsValue)>;
+/// What the socket tells the page, besides the screen.
+#[derive(Clone, Copy)]
+struct Shown {
+    conn: RwSignal<Conn>,
+    /// The server's last status message.
+    status: RwSignal<Option<String>>,
+    /// Who watches the terminal live now.
+    watchers: RwSignal<Vec<String>>,
+    /// A moderated session's input held back (no approver watches).
+    paused: RwSignal<bool>,
+}
 
 /// Everything that must live as long as the terminal, freed on unmount.
 struct Inner {
@@ -86,8 +102,7 @@ struct Inner {
     on_window: RefCell<Option<JsHandler>>,
     term: xterm::Terminal,
     fit: xterm::FitAddon,
-    ws: RefCell<Option<web_sys::WebSocket>>,
-    ws_handlers: RefCell<Vec<JsHandler>>,
+    link: Link,
     attempt: Cell<u32>,
     stopped: Cell<bool>,
     keep: RefCell<Vec<Box<dyn std::any::Any>>>,
@@ -96,24 +111,6 @@ struct Inner {
 }
 
 impl Inner {
-    fn send(&self, frame: &Frame<'_>) {
-        if let Some(ws) = self.ws.borrow().as_ref() {
-            if ws.ready_state() == web_sys::WebSocket::OPEN {
-                let _ = ws.send_with_u8_array(&frame.encode());
-            }
-        }
-    }
-
-    fn close_socket(&self) {
-        if let Some(ws) = self.ws.borrow_mut().take() {
-            ws.set_onopen(None);
-            ws.set_onmessage(None);
-            ws.set_onclose(None);
-            let _ = ws.close_with_code(1000);
-        }
-        self.ws_handlers.borrow_mut().clear();
-    }
-
     /// Gives the box the window's free height below its top (below the status line in full
     /// screen, where the box's top is the window's).
     fn size_box(&self) {
@@ -148,7 +145,7 @@ impl Inner {
 
     fn dispose(&self) {
         self.stopped.set(true);
-        self.close_socket();
+        self.link.close();
         for o in self.observers.borrow_mut().drain(..) {
             o.disconnect();
         }
@@ -183,8 +180,21 @@ pub fn Terminal(
     #[prop(into)]
     ended: Signal<Option<String>>,
 ) -> impl IntoView {
-    let conn = RwSignal::new(Conn::Loading);
-    let server_status = RwSignal::new(None::<String>);
+    let shown = Shown {
+        conn: RwSignal::new(Conn::Loading),
+        status: RwSignal::new(None),
+        watchers: RwSignal::new(Vec::new()),
+        paused: RwSignal::new(false),
+    };
+    let Shown {
+        conn,
+        status: server_status,
+        watchers,
+        paused,
+    } = shown;
+    // Who watches and the pause are the server's word on the open socket: not shown while
+    // there is none (connecting, closed), when they may be stale.
+    let connected = move || conn.with(|c| *c == Conn::Connected);
     // The reader put the end note away to see the whole screen.
     let overlay_closed = RwSignal::new(false);
     let full = RwSignal::new(false);
@@ -206,7 +216,7 @@ pub fn Terminal(
             };
             let inner = Rc::new(mount(&el, bx.into()));
             *h.borrow_mut() = Some(inner.clone());
-            connect(inner, session_id, conn, server_status, active);
+            connect(inner, session_id, shown, active);
         });
     });
 
@@ -216,7 +226,7 @@ pub fn Terminal(
         if !active.get() {
             if let Some(inner) = h.borrow().as_ref() {
                 inner.stopped.set(true);
-                inner.close_socket();
+                inner.link.close();
                 conn.set(Conn::Closed("the session is no longer active".into()));
             }
         }
@@ -261,7 +271,16 @@ pub fn Terminal(
                     Conn::Closed(why) => format!("Terminal closed: {why}."),
                     Conn::Failed(why) => format!("Terminal unavailable: {why}."),
                 })}
-                {dynv(move || server_status.get().filter(|_| ended.with(Option::is_none)).map(|m| view! { <span class="muted">" · " {m}</span> }))}
+                // While paused the notice below says what the server's message would.
+                {dynv(move || server_status.get().filter(|_| ended.with(Option::is_none) && !paused.get()).map(|m| view! { <span class="muted">" · " {m}</span> }))}
+            </div>
+            <div class="term-watchers" role="status" aria-live="polite">
+                {dynv(move || {
+                    let names = watchers.get();
+                    (connected() && !names.is_empty()).then(|| view! {
+                        <span data-testid="terminal-watchers">{format!("Watching: {}", names.join(", "))}</span>
+                    })
+                })}
             </div>
             <button type="button" class="term-full-toggle" data-testid="terminal-full-screen"
                 aria-pressed=move || if full.get() { "true" } else { "false" }
@@ -275,6 +294,14 @@ pub fn Terminal(
                         on:click=move |_| overlay_closed.set(true)>"Hide"</button>
                 </div>
             }))}
+            <div role="status" aria-live="polite">
+                {dynv(move || (connected() && paused.get()).then(|| view! {
+                    <p class="notice notice-warn term-paused" data-testid="input-paused">
+                        <strong>"Input paused. "</strong>
+                        "This session is moderated: what you type reaches the pod only while an approver watches it live, and is dropped meanwhile. Typing works again as soon as one watches."
+                    </p>
+                }))}
+            </div>
             <div class="term-box" node_ref=box_node>
                 <div class="term-screen" node_ref=node aria-label="Terminal"></div>
             </div>
@@ -298,8 +325,7 @@ fn mount(el: &web_sys::HtmlDivElement, bx: web_sys::HtmlElement) -> Inner {
         on_window: RefCell::new(None),
         term,
         fit,
-        ws: RefCell::new(None),
-        ws_handlers: RefCell::new(vec![]),
+        link: Link::default(),
         attempt: Cell::new(0),
         stopped: Cell::new(false),
         keep: RefCell::new(vec![]),
@@ -312,24 +338,18 @@ fn mount(el: &web_sys::HtmlDivElement, bx: web_sys::HtmlElement) -> Inner {
 }
 
 /// Wires input, resize and the socket (called once after [`mount`]).
-fn connect(
-    inner: Rc<Inner>,
-    id: Uuid,
-    conn: RwSignal<Conn>,
-    status: RwSignal<Option<String>>,
-    active: Signal<bool>,
-) {
+fn connect(inner: Rc<Inner>, id: Uuid, shown: Shown, active: Signal<bool>) {
     // Keystrokes and pastes -> data frames.
     let i = Rc::downgrade(&inner);
     let on_data = Closure::<dyn FnMut(String)>::new(move |s: String| {
         if let Some(i) = i.upgrade() {
-            i.send(&Frame::Data(s.as_bytes()));
+            i.link.send(&Frame::Data(s.as_bytes()));
         }
     });
     let i = Rc::downgrade(&inner);
     let on_resize = Closure::<dyn FnMut(xterm::Dimensions)>::new(move |d: xterm::Dimensions| {
         if let Some(i) = i.upgrade() {
-            i.send(&Frame::Resize {
+            i.link.send(&Frame::Resize {
                 cols: d.cols().max(1),
                 rows: d.rows().max(1),
             });
@@ -385,40 +405,21 @@ fn connect(
     inner.keep.borrow_mut().push(Box::new(on_box));
     *inner.on_window.borrow_mut() = Some(relayout);
 
-    // Heartbeat.
     let i = Rc::downgrade(&inner);
-    if let Ok(handle) = set_interval_with_handle(
-        move || {
-            if let Some(i) = i.upgrade() {
-                i.send(&Frame::Heartbeat);
-            }
-        },
-        HEARTBEAT,
-    ) {
-        inner
-            .keep
-            .borrow_mut()
-            .push(Box::new(IntervalGuard(handle)));
+    if let Some(guard) = every_heartbeat(move || {
+        if let Some(i) = i.upgrade() {
+            i.link.send(&Frame::Heartbeat);
+        }
+    }) {
+        inner.keep.borrow_mut().push(Box::new(guard));
     }
 
-    open_socket(inner, id, conn, status, active);
+    open_socket(inner, id, shown, active);
 }
 
-struct IntervalGuard(IntervalHandle);
-
-impl Drop for IntervalGuard {
-    fn drop(&mut self) {
-        self.0.clear();
-    }
-}
-
-fn open_socket(
-    inner: Rc<Inner>,
-    id: Uuid,
-    conn: RwSignal<Conn>,
-    status: RwSignal<Option<String>>,
-    active: Signal<bool>,
-) {
+/// Opens the socket (again) and wires it to the terminal and to what the page shows.
+fn open_socket(inner: Rc<Inner>, id: Uuid, shown: Shown, active: Signal<bool>) {
+    let conn = shown.conn;
     if inner.stopped.get() {
         return;
     }
@@ -430,56 +431,40 @@ fn open_socket(
             return;
         }
     };
-    let mut handlers = vec![];
-
     let i = Rc::downgrade(&inner);
-    let on_open = Closure::<dyn FnMut(JsValue)>::new(move |_| {
+    let on_open = Box::new(move || {
         let Some(i) = i.upgrade() else { return };
         i.attempt.set(0);
         conn.set(Conn::Connected);
         let (cols, rows) = (i.term.cols().max(1), i.term.rows().max(1));
-        i.send(&Frame::Resize { cols, rows });
+        i.link.send(&Frame::Resize { cols, rows });
         i.reveal();
         i.term.focus();
     });
-    ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
-    handlers.push(on_open);
-
     let i = Rc::downgrade(&inner);
-    let on_message = Closure::<dyn FnMut(JsValue)>::new(move |e: JsValue| {
-        let Some(i) = i.upgrade() else { return };
-        let Ok(msg) = e.dyn_into::<web_sys::MessageEvent>() else {
-            return;
-        };
-        let Ok(buf) = msg.data().dyn_into::<js_sys::ArrayBuffer>() else {
-            return;
-        };
-        let bytes = js_sys::Uint8Array::new(&buf);
-        // Output, the hot path: hand xterm a view of the message's own buffer (not wasm memory,
-        // so it survives xterm's asynchronous parsing) without copying it into wasm.
-        if bytes.length() > 0 && bytes.get_index(0) == TAG_DATA {
-            i.term.write_bytes(&bytes.subarray(1, bytes.length()));
-            return;
-        }
-        match Frame::decode(&bytes.to_vec()) {
-            Ok(Frame::Status(s)) => status.set(Some(s.message)),
-            Ok(Frame::Data(_) | Frame::Heartbeat | Frame::Resize { .. }) | Err(_) => {}
+    let on_output = Box::new(move |bytes: &js_sys::Uint8Array| {
+        if let Some(i) = i.upgrade() {
+            i.term.write_bytes(bytes);
         }
     });
-    ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-    handlers.push(on_message);
-
+    let i = Rc::downgrade(&inner);
+    let on_frame = Box::new(move |frame: Frame<'_>| {
+        let (Some(i), Frame::Status(s)) = (i.upgrade(), frame) else {
+            return;
+        };
+        // A line in the terminal on each change only (a reconnect that finds the session
+        // still paused adds none).
+        if s.paused != shown.paused.get_untracked() {
+            i.term
+                .write_str(if s.paused { PAUSED_LINE } else { RESUMED_LINE });
+            shown.paused.set(s.paused);
+        }
+        shown.watchers.set(s.watchers);
+        shown.status.set(Some(s.message));
+    });
     let weak = Rc::downgrade(&inner);
-    let on_close = Closure::<dyn FnMut(JsValue)>::new(move |e: JsValue| {
+    let on_close = Box::new(move |code: u16, reason: String| {
         let Some(i) = weak.upgrade() else { return };
-        let code = e
-            .dyn_ref::<web_sys::CloseEvent>()
-            .map(web_sys::CloseEvent::code)
-            .unwrap_or(1006);
-        let reason = e
-            .dyn_ref::<web_sys::CloseEvent>()
-            .map(web_sys::CloseEvent::reason)
-            .unwrap_or_default();
         if i.stopped.get() {
             return;
         }
@@ -504,11 +489,12 @@ fn open_socket(
                     attempt,
                     secs: delay.as_secs().max(1),
                 });
+                // Later, and so outside this handler, which the new socket replaces.
                 let again = weak.clone();
                 set_timeout(
                     move || {
                         if let Some(i) = again.upgrade() {
-                            open_socket(i, id, conn, status, active);
+                            open_socket(i, id, shown, active);
                         }
                     },
                     delay,
@@ -516,13 +502,15 @@ fn open_socket(
             }
         }
     });
-    ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
-    handlers.push(on_close);
-
-    // Replace the previous socket (if any) without triggering its close handler.
-    inner.close_socket();
-    *inner.ws.borrow_mut() = Some(ws);
-    *inner.ws_handlers.borrow_mut() = handlers;
+    inner.link.replace(
+        ws,
+        Handlers {
+            on_open,
+            on_output,
+            on_frame,
+            on_close,
+        },
+    );
 }
 
 #[cfg(test)]
