@@ -141,6 +141,7 @@ impl Relay {
         let _ = sink
             .send(Message::Binary(Frame::Status(first).encode().into()))
             .await;
+        let mut commands = breakglass_shared::commands::Commands::default();
         // Told once per pause that what was typed went nowhere.
         let mut dropped_told = false;
 
@@ -155,6 +156,11 @@ impl Relay {
                     };
                     for (piece, frame) in data_frames(&out) {
                         let frame = bytes::Bytes::from(frame);
+                        // Each command the shell's marked prompt ran is a moment on the
+                        // timeline, just before the piece in which it ran.
+                        for command in commands.feed(piece) {
+                            let _ = writer.marker(&format!("$ {command}"));
+                        }
                         if let Err(e) = hub.output(&writer, piece, &frame) {
                             break 'relay CloseReason { code: close::SESSION_ENDED, reason: e.to_string() };
                         }
@@ -195,6 +201,7 @@ impl Relay {
                                 Ok(Frame::Resize { cols, rows }) => {
                                     let (cols, rows) = breakglass_shared::terminal::person_size(cols, rows);
                                     let _ = hub.resize(&writer, cols, rows);
+                                    let _ = writer.marker(&format!("resized: {cols}x{rows}"));
                                     if let Err(e) = attached.resize(cols, rows).await {
                                         tracing::info!(%id, error = %e, "terminal: resize not passed on");
                                     }

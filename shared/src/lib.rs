@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod api;
+pub mod commands;
 pub mod error;
 pub mod listing;
 pub mod lock;

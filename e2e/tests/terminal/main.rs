@@ -287,6 +287,7 @@ fn verify_cli(
 mod endings;
 mod extensions;
 mod leftovers;
+mod commands;
 mod relay;
 mod replicas;
 mod restarts;
