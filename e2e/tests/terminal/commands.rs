@@ -60,6 +60,8 @@ async fn each_command_of_a_marked_prompt_is_a_marker_in_the_recording() {
         events.iter().position(pred).unwrap()
     };
     let marker = at(&|e| e.data == "$ echo second-$((4*4))");
-    let output = at(&|e| e.data.contains("second-16\r\n"));
+    let output = at(&|e| {
+        e.code == breakglass_shared::recording::Code::Output && e.data.contains("second-16")
+    });
     assert!(marker < output, "{marker} {output}");
 }
