@@ -193,6 +193,7 @@ impl Relay {
                                     }
                                 }
                                 Ok(Frame::Data(d)) => {
+                                    commands.typed();
                                     let _ = writer.input(d);
                                     if attached.input(d).await.is_err() {
                                         break CloseReason { code: close::RELAY_ERROR, reason: "the debug container stopped taking input".into() };

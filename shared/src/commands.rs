@@ -20,12 +20,23 @@ pub struct Commands {
     line: Option<(Vec<char>, usize)>,
     /// A UTF-8 sequence split across pieces.
     utf8: Vec<u8>,
+    /// Someone typed since the last prompt ended: what follows a `B` mark is a command line
+    /// only then. Typed-ahead text is echoed before the prompt that reads it, so without this
+    /// the command's own output would pass for the command.
+    typed: bool,
 }
 
 /// Longest escape sequence looked at; longer ones are skipped to their end unread.
 const MAX_ESCAPE: usize = 64;
 
 impl Commands {
+    /// The terminal's user typed something (the relay passed input to the pod).
+    pub fn typed(&mut self) {
+        if self.line.is_some() {
+            self.typed = true;
+        }
+    }
+
     /// Feeds one piece of output; returns the command lines that ran in it, in order.
     pub fn feed(&mut self, piece: &[u8]) -> Vec<String> {
         let mut ran = Vec::new();
@@ -96,7 +107,10 @@ impl Commands {
                 if let [b'1', b'3', b'3', b';', mark, ..] = body {
                     match mark {
                         b'A' => self.line = None,
-                        b'B' => self.line = Some((Vec::new(), 0)),
+                        b'B' => {
+                            self.line = Some((Vec::new(), 0));
+                            self.typed = false;
+                        }
                         b'C' => self.run(ran),
                         _ => {}
                     }
@@ -131,7 +145,7 @@ impl Commands {
         if let Some((line, _)) = self.line.take() {
             let text: String = line.iter().collect();
             let text = text.trim();
-            if !text.is_empty() {
+            if !text.is_empty() && std::mem::take(&mut self.typed) {
                 ran.push(cut(text));
             }
         }
@@ -167,9 +181,21 @@ mod tests {
     const A: &str = "\x1b]133;A\x07";
     const B: &str = "\x1b]133;B\x07";
 
+    /// The commands in `pieces`, someone typing before each piece.
     fn all(pieces: &[&str]) -> Vec<String> {
         let mut c = Commands::default();
-        pieces.iter().flat_map(|p| c.feed(p.as_bytes())).collect()
+        let mut ran = Vec::new();
+        for p in pieces {
+            // Split at each B mark, so the typing comes after the prompt, as a person's does.
+            for (i, part) in p.split(B).enumerate() {
+                if i > 0 {
+                    ran.extend(c.feed(B.as_bytes()));
+                    c.typed();
+                }
+                ran.extend(c.feed(part.as_bytes()));
+            }
+        }
+        ran
     }
 
     #[test]
@@ -188,10 +214,30 @@ mod tests {
         assert_eq!(whole, ["ls -l /tmp/caf\u{e9}", "whoami"]);
         for at in 0..bytes.len() {
             let mut c = Commands::default();
-            let mut got = c.feed(&bytes[..at]);
-            got.extend(c.feed(&bytes[at..]));
+            let mut got = Vec::new();
+            for piece in [&bytes[..at], &bytes[at..]] {
+                for b in piece {
+                    got.extend(c.feed(&[*b]));
+                    // Typing right after each prompt ends.
+                    if c.line.as_ref().is_some_and(|(l, _)| l.is_empty()) {
+                        c.typed();
+                    }
+                }
+            }
             assert_eq!(got, whole, "split at {at}");
         }
+    }
+
+    #[test]
+    fn typed_ahead_output_is_no_command() {
+        // `echo ahead` was typed while the previous command ran: its echo came before the
+        // prompt, and nobody typed after it, so `ahead` (its output) is not a command.
+        let mut c = Commands::default();
+        let mut got = c.feed(format!("{A}$ {B}").as_bytes());
+        c.typed();
+        got.extend(c.feed(b"sleep 1\r\necho ahead\r\n"));
+        got.extend(c.feed(format!("{A}$ {B}ahead\r\n{A}$ {B}").as_bytes()));
+        assert_eq!(got, ["sleep 1"]);
     }
 
     #[test]
