@@ -11,13 +11,16 @@
 //! whatever the recording's length. Scrollback above the screen at the seek point is not
 //! restored (the snapshot holds the visible state only).
 //!
-//! The timeline is in [`timeline`], the text index for search in [`text`].
+//! The timeline is in [`timeline`], the text index for search in [`text`]; the commands a
+//! recording's shell ran, read without indexing it, in [`commands()`].
 
+mod commands;
 mod text;
 mod timeline;
 
 use breakglass_shared::recording::{Code, Event, Header};
 
+pub use commands::{commands, Command};
 pub use text::Hit;
 pub use timeline::Timeline;
 

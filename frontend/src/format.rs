@@ -4,7 +4,9 @@ use breakglass_shared::session::{short_id, Mode, Verdict};
 use breakglass_shared::{EndReason, Session, SessionState, Tier};
 
 mod events;
+mod markers;
 pub use events::folded as folded_events;
+pub use markers::marker_label;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -276,29 +278,6 @@ pub fn nothing_recorded(s: &Session) -> Option<String> {
     Some(why)
 }
 
-/// A recording marker as people say it (the server writes `approved by bob`, `approved:
-/// Ground`, `ended: TtlExpired`).
-pub fn marker_label(raw: &str) -> String {
-    if let Some(kind) = raw.strip_prefix("ended: ") {
-        // The marker names the kind only; who terminated is on the session, not here.
-        return match EndReason::from_parts(kind, None) {
-            Some(r) => end_reason(&r, "the requester")
-                .trim_end_matches('.')
-                .to_string(),
-            None if kind == "Terminated" => "terminated".into(),
-            None => "ended".into(),
-        };
-    }
-    match raw {
-        "approved: Ground" => "approved automatically".into(),
-        "handed over by another server replica" => "continued on another server".into(),
-        _ => match raw.strip_prefix("approved: ") {
-            Some(rest) => rest.to_string(),
-            None => raw.to_string(),
-        },
-    }
-}
-
 /// "1 of 2 approvals: bob (sre)" for a request that needs more than one; `None` when one
 /// approval is all it needs.
 pub fn approvals_line(s: &Session) -> Option<String> {
@@ -428,22 +407,6 @@ mod tests {
             end_reason(&EndReason::TtlExpired, "alice"),
             "The requested time ran out."
         );
-    }
-
-    #[test]
-    fn markers_read_as_words() {
-        assert_eq!(marker_label("ended: UserEnded"), "the requester ended it");
-        assert_eq!(
-            marker_label("ended: TtlExpired"),
-            "The requested time ran out"
-        );
-        assert_eq!(marker_label("ended: Terminated"), "terminated");
-        assert_eq!(marker_label("approved: Ground"), "approved automatically");
-        assert_eq!(
-            marker_label("approved: glass broken by carol"),
-            "glass broken by carol"
-        );
-        assert_eq!(marker_label("approved by bob"), "approved by bob");
     }
 
     #[test]

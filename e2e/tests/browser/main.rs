@@ -20,6 +20,9 @@
 //! `watching.rs`: an approver watches a running session live and read-only while the
 //! requester's page names him, and a moderated session's input waits for him.
 //!
+//! `commands.rs`: a session's page lists the commands its marked prompt ran, each a link that
+//! opens the player at its moment.
+//!
 //! Screenshots of every page go to `$BREAKGLASS_ARTIFACTS` (default `target/screenshots`).
 
 use std::time::Duration;
@@ -567,6 +570,7 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
 }
 
 mod approvals;
+mod commands;
 mod locks;
 mod notifications;
 mod player;

@@ -57,6 +57,16 @@ pub fn recording(id: Uuid, t: Option<f64>) -> String {
     }
 }
 
+/// A session's recording at an event of recording second `t` (a command's marker): rounded
+/// up to the tenth where [`recording`] rounds down, so the player shows what the event
+/// changed. A command's marker comes just before the output in which it ran, which may hold
+/// the end of its line: the tenth below could show it half typed.
+pub fn recording_at_event(id: Uuid, t: f64) -> String {
+    // Half a tenth past the tenth above: `recording` cuts that down to exactly that tenth,
+    // whatever the rounding of the division. `max` takes 0 over NaN.
+    recording(id, Some(((t.max(0.0) * 10.0).ceil() + 0.5) / 10.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +88,19 @@ mod tests {
             recording(id, Some(0.0)),
             format!("/sessions/{id}/recording")
         );
+        // An event's link opens at or just after it, never before.
+        for (t, link) in [
+            (7.96, "8"),
+            (7.9, "7.9"),
+            (7.91, "8"),
+            (0.0, "0"),
+            (59.99, "60"),
+        ] {
+            assert_eq!(
+                recording_at_event(id, t),
+                format!("/sessions/{id}/recording?t={link}"),
+                "{t}"
+            );
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod actions;
 pub mod breadcrumb;
+pub mod commands;
 pub mod common;
 pub mod debug_form;
 pub mod env_lock;

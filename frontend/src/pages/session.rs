@@ -1,4 +1,5 @@
-//! `/sessions/:id`: one session — its live state, actions, events, and the review form.
+//! `/sessions/:id`: one session — its live state, actions, events, the commands its shell ran,
+//! and the review form.
 
 use crate::router::use_params;
 use breakglass_shared::access::Action;
@@ -12,6 +13,7 @@ use uuid::Uuid;
 use crate::api;
 use crate::auth::use_auth;
 use crate::components::breadcrumb::{steps_to_pod, Breadcrumb};
+use crate::components::commands::Commands;
 use crate::components::common::{dynv, focus_soon};
 use crate::components::session_panel::{live_detail, SessionPanel};
 use crate::components::spec::SpecCard;
@@ -50,6 +52,8 @@ fn SessionView(id: Uuid) -> impl IntoView {
                 .is_some_and(|s| s.recording.is_some() && auth.may(s, Action::ReadRecording))
         })
     });
+    // Apart from the session, so only a newly stored recording lists the commands again.
+    let stored = Memo::new(move |_| session.with(|s| s.as_ref().and_then(|s| s.recording.clone())));
     view! {
         <Breadcrumb steps=Signal::derive(move || session.with(|s| steps_to_pod(s.as_ref()))) current=session_label(id)/>
         <h1 class="page-title">
@@ -59,6 +63,7 @@ fn SessionView(id: Uuid) -> impl IntoView {
         <SessionPanel id=id with_events=true on_session_page=true/>
         <SpecCard session=session/>
         <Show when=move || evidence.get()>
+            <Commands id=id recording=stored/>
             <section class="card" aria-labelledby="evidence-title">
                 <h2 id="evidence-title">"Recording and evidence"</h2>
                 <Retention id=id/>
