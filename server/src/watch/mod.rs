@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use breakglass_shared::terminal::Status;
 use breakglass_shared::SessionState;
 use bytes::Bytes;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use uuid::Uuid;
 
 use crate::recording::{CastWriter, RecordingFailed, RecordingStore};
@@ -27,6 +27,47 @@ use screen::Screen;
 /// Frames a watcher may have queued before it counts as behind: 128 frames of at most
 /// 64 KiB, a few MiB at worst, bounded whatever the pod prints.
 pub const QUEUE: usize = 128;
+
+/// Pieces the painter (the emulator's own thread) may have waiting. Past it the painter is
+/// dropped rather than the relay slowed, and the next watcher to catch up draws the screen
+/// from the recording again.
+const PAINT_QUEUE: usize = 1024;
+
+/// Output held while a first screen is drawn from the recording; past it the drawing is
+/// thrown away when done and drawn again from a later cut (memory stays bounded under a flood).
+const HOLD_WHILE_DRAWING: usize = 8 * 1024 * 1024;
+
+/// What the painter is handed, in the order of the output.
+enum Paint {
+    Output(Bytes),
+    Resize(u16, u16),
+    /// The frames that draw the screen as it is after everything before this.
+    Frames(oneshot::Sender<Vec<Bytes>>),
+}
+
+/// Where the screen is kept.
+enum Keep {
+    /// Nobody watches (or the painter fell too far behind).
+    Off,
+    /// A watcher draws it from the recording (the draw's number); what came since the cut.
+    Building(u64, Screen),
+    /// The painter has it: a thread of its own feeds the emulator, so a watched terminal's
+    /// relay only hands over each piece.
+    Painting(mpsc::Sender<Paint>),
+}
+
+/// The painter: feeds the emulator on a blocking thread until the hub drops its sender.
+fn paint(mut screen: Screen, mut work: mpsc::Receiver<Paint>) {
+    while let Some(p) = work.blocking_recv() {
+        match p {
+            Paint::Output(piece) => screen.output(&piece),
+            Paint::Resize(cols, rows) => screen.resize(cols, rows),
+            Paint::Frames(reply) => {
+                let _ = reply.send(screen.frames().unwrap_or_default());
+            }
+        }
+    }
+}
 
 /// Who watches a session now.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -103,9 +144,11 @@ pub struct Hub {
 }
 
 struct Inner {
-    screen: Screen,
+    screen: Keep,
     seats: Vec<Seat>,
     next: u64,
+    /// Draws of the screen from the recording begun so far.
+    draws: u64,
 }
 
 /// One watcher as the hub holds it.
@@ -145,22 +188,29 @@ impl Drop for Joined {
 /// What a nudged watcher does next.
 #[derive(Debug)]
 pub enum CatchUp {
-    /// Send these frames (the screen drawn from scratch); live frames follow in the queue.
-    Frames(Vec<Bytes>),
+    /// Send the frames this answers with (the screen drawn from scratch, as it is just before
+    /// the first live frame queued after it); live frames follow in the queue.
+    Frames(oneshot::Receiver<Vec<Bytes>>),
     /// Another watcher is drawing the screen: wait for the next nudge.
     Wait,
-    /// Nobody watched: draw the screen from the recording's first this-many bytes
-    /// ([`Hub::first_screen`]).
-    Draw(u64),
+    /// Nobody watched: draw the screen from the recording's first `len` bytes
+    /// ([`Hub::first_screen`], with this `draw`'s number).
+    Draw {
+        /// Where the cut is.
+        len: u64,
+        /// Which draw this is: one overtaken by a later one is thrown away.
+        draw: u64,
+    },
 }
 
 impl Hub {
     fn new() -> Hub {
         Hub {
             inner: Mutex::new(Inner {
-                screen: Screen::Off,
+                screen: Keep::Off,
                 seats: Vec::new(),
                 next: 0,
+                draws: 0,
             }),
             audience: watch::channel(Audience::default()).0,
             closed: watch::channel(None).0,
@@ -196,7 +246,7 @@ impl Hub {
         if inner.seats.is_empty() {
             return Ok(());
         }
-        inner.screen.output(piece);
+        inner.paint(|s| s.output(piece), || Paint::Output(frame.slice(1..)));
         inner.fan_out(frame);
         Ok(())
     }
@@ -208,7 +258,7 @@ impl Hub {
         if inner.seats.is_empty() {
             return Ok(());
         }
-        inner.screen.resize(cols, rows);
+        inner.paint(|s| s.resize(cols, rows), || Paint::Resize(cols, rows));
         let frame = breakglass_shared::terminal::Frame::Resize { cols, rows }.encode();
         inner.fan_out(&Bytes::from(frame));
         Ok(())
@@ -253,6 +303,7 @@ impl Hub {
         writer: &CastWriter,
         store: &dyn RecordingStore,
         len: u64,
+        draw: u64,
     ) -> Result<(), String> {
         let drawn = async {
             let stored = writer
@@ -270,8 +321,17 @@ impl Hub {
         .await;
         let mut inner = self.lock();
         match drawn {
-            Ok(screen) => {
-                inner.screen.finish_building(screen);
+            Ok(drawn) => {
+                match std::mem::replace(&mut inner.screen, Keep::Off) {
+                    Keep::Building(n, mut since) if n == draw => {
+                        since.finish_building(drawn);
+                        let (tx, rx) = mpsc::channel(PAINT_QUEUE);
+                        tokio::task::spawn_blocking(move || paint(since, rx));
+                        inner.screen = Keep::Painting(tx);
+                    }
+                    // Overtaken by a later draw, or given up: that one stands.
+                    other => inner.screen = other,
+                }
                 for seat in &inner.seats {
                     seat.nudge.notify_one();
                 }
@@ -279,7 +339,9 @@ impl Hub {
             }
             Err(e) => {
                 // The others waiting try again (one of them draws).
-                inner.screen = Screen::Off;
+                if matches!(inner.screen, Keep::Building(n, _) if n == draw) {
+                    inner.screen = Keep::Off;
+                }
                 for seat in &inner.seats {
                     seat.nudge.notify_one();
                 }
@@ -295,15 +357,20 @@ impl Hub {
     /// everything, once).
     pub fn catch_up(&self, key: u64, writer: &CastWriter) -> CatchUp {
         let mut inner = self.lock();
-        match inner.screen {
-            Screen::Off => {
-                inner.screen = Screen::building();
-                return CatchUp::Draw(writer.len());
-            }
-            Screen::Building { .. } => return CatchUp::Wait,
-            Screen::Live { .. } => {}
+        let (reply, frames) = oneshot::channel();
+        let asked = match &inner.screen {
+            Keep::Building(..) => return CatchUp::Wait,
+            Keep::Off => false,
+            Keep::Painting(tx) => tx.try_send(Paint::Frames(reply)).is_ok(),
+        };
+        if !asked {
+            inner.draws += 1;
+            inner.screen = Keep::Building(inner.draws, Screen::building());
+            return CatchUp::Draw {
+                len: writer.len(),
+                draw: inner.draws,
+            };
         }
-        let frames = inner.screen.frames().unwrap_or_default();
         if let Some(seat) = inner.seats.iter_mut().find(|s| s.key == key) {
             seat.live = true;
         }
@@ -314,8 +381,8 @@ impl Hub {
         let mut inner = self.lock();
         inner.seats.retain(|s| s.key != key);
         if inner.seats.is_empty() {
-            // Nobody watches: the emulator's memory goes with them.
-            inner.screen = Screen::Off;
+            // Nobody watches: the painter and the emulator's memory go with them.
+            inner.screen = Keep::Off;
         }
         let audience = inner.audience();
         drop(inner);
@@ -324,6 +391,27 @@ impl Hub {
 }
 
 impl Inner {
+    /// Hands a piece (or a resize) to whatever keeps the screen: the one drawing it, or the
+    /// painter; a painter too far behind is dropped, and every watcher draws the screen again
+    /// (from the recording) rather than the relay waiting.
+    fn paint(&mut self, building: impl FnOnce(&mut Screen), painting: impl FnOnce() -> Paint) {
+        let dropped = match &mut self.screen {
+            Keep::Off => false,
+            Keep::Building(_, s) => {
+                building(s);
+                s.held() > HOLD_WHILE_DRAWING
+            }
+            Keep::Painting(tx) => tx.try_send(painting()).is_err(),
+        };
+        if dropped {
+            self.screen = Keep::Off;
+            for seat in &mut self.seats {
+                seat.live = false;
+                seat.nudge.notify_one();
+            }
+        }
+    }
+
     fn fan_out(&mut self, frame: &Bytes) {
         for seat in self.seats.iter_mut().filter(|s| s.live) {
             if seat.queue.try_send(frame.clone()).is_err() {

@@ -92,6 +92,20 @@ impl Screen {
         }
     }
 
+    /// Bytes of output held while the screen is drawn.
+    pub(super) fn held(&self) -> usize {
+        match self {
+            Screen::Building { ops } => ops
+                .iter()
+                .map(|o| match o {
+                    Op::Output(b) => b.len(),
+                    Op::Resize(..) => 4,
+                })
+                .sum(),
+            _ => 0,
+        }
+    }
+
     /// The terminal resized.
     pub(super) fn resize(&mut self, cols: u16, rows: u16) {
         match self {

@@ -183,10 +183,15 @@ impl Watching {
                         behind = true;
                     }
                     let frames: Vec<Bytes> = match hub.catch_up(joined.key, &writer) {
-                        CatchUp::Frames(f) => f,
+                        // The painter answers unless it was dropped meanwhile (then the nudge
+                        // comes again).
+                        CatchUp::Frames(f) => match f.await {
+                            Ok(f) => f,
+                            Err(_) => continue,
+                        },
                         CatchUp::Wait => continue,
-                        CatchUp::Draw(len) => {
-                            if let Err(e) = hub.first_screen(&writer, self.recorder.store().as_ref(), len).await {
+                        CatchUp::Draw { len, draw } => {
+                            if let Err(e) = hub.first_screen(&writer, self.recorder.store().as_ref(), len, draw).await {
                                 break CloseReason { code: close::RELAY_ERROR, reason: format!("cannot draw the screen: {e}") };
                             }
                             continue;
