@@ -29,6 +29,8 @@ FIGURES = {
     "recording-bulk": (("median",), 3, 3),
     "idle-rss": (("total",), 3, 3),
     "idle-cpu": (("mean",), 3, 3),
+    "watch-cpu": (("median",), 3, 3),
+    "watch-rate": (("median",), 3, 3),
     # e2e/benches/activation.rs
     "activation": (("p50", "p95"), 3, 2),
     # e2e/benches/store.rs

@@ -12,7 +12,9 @@
 //! - `silent-connections`: a keystroke's echo through the relay while 1,000 connections that
 //!   send nothing are held open against the server, vs the same terminal with none;
 //! - `idle-rss`, `idle-cpu`: what N open, idle terminals cost the server process, from
-//!   `/proc/<pid>`, vs the same server with none open.
+//!   `/proc/<pid>`, vs the same server with none open;
+//! - `watch-cpu`, `watch-rate`: the server's CPU per MB relayed and the requester's rate with
+//!   one watcher reading the terminal live, vs a session on the same server nobody watches.
 //!
 //! The servers record with no rate limit (`max_rate_bytes_per_second = 0`): the default rate
 //! (16 MiB/s) is a policy, not a cost, and would hide the relay's throughput.
@@ -36,6 +38,8 @@ mod idle;
 mod silent;
 #[path = "relay/term.rs"]
 mod term;
+#[path = "relay/watch.rs"]
+mod watch;
 
 use term::{Relayed, Term};
 
@@ -65,6 +69,9 @@ async fn main() {
     }
     if bench::part("idle") {
         idle_figures(&b).await;
+    }
+    if bench::part("watch") {
+        watch::watch_figures(&b).await;
     }
 }
 
@@ -192,9 +199,17 @@ async fn prepare() -> Bench {
     std::mem::forget(ns);
     let pods: Api<Pod> = Api::namespaced(admin, &ns_name);
     let idle_pods = idle_sizes().last().unwrap().div_ceil(SESSIONS_PER_POD);
-    let mut names: Vec<String> = ["direct", "relay-local", "relay-s3", "silent", "warm-up"]
-        .map(String::from)
-        .to_vec();
+    let mut names: Vec<String> = [
+        "direct",
+        "relay-local",
+        "relay-s3",
+        "silent",
+        "warm-up",
+        "watch-alone",
+        "watch-watched",
+    ]
+    .map(String::from)
+    .to_vec();
     names.extend((0..idle_pods).map(|i| format!("idle-{i}")));
     futures::stream::iter(names.iter())
         .for_each_concurrent(16, |name| {

@@ -284,10 +284,10 @@ fn verify_cli(
     )
 }
 
+mod commands;
 mod endings;
 mod extensions;
 mod leftovers;
-mod commands;
 mod relay;
 mod replicas;
 mod restarts;
