@@ -134,3 +134,20 @@ pub fn every_heartbeat(tick: impl Fn() + 'static) -> Option<IntervalGuard> {
         .ok()
         .map(IntervalGuard)
 }
+
+/// Runs `reopen` with what `weak` points at after `delay`, outside the close handler that asks
+/// for it (the new socket replaces that handler), unless the component is gone by then.
+pub fn reopen_later<T: 'static>(
+    weak: std::rc::Weak<T>,
+    delay: Duration,
+    reopen: impl FnOnce(std::rc::Rc<T>) + 'static,
+) {
+    leptos::prelude::set_timeout(
+        move || {
+            if let Some(it) = weak.upgrade() {
+                reopen(it);
+            }
+        },
+        delay,
+    );
+}

@@ -22,7 +22,7 @@ use wasm_bindgen::JsCast;
 
 use crate::api;
 use crate::components::common::dynv;
-use crate::components::term_socket::{every_heartbeat, Handlers, JsHandler, Link};
+use crate::components::term_socket::{every_heartbeat, reopen_later, Handlers, JsHandler, Link};
 use crate::live::backoff;
 use crate::xterm;
 
@@ -489,16 +489,9 @@ fn open_socket(inner: Rc<Inner>, id: Uuid, shown: Shown, active: Signal<bool>) {
                     attempt,
                     secs: delay.as_secs().max(1),
                 });
-                // Later, and so outside this handler, which the new socket replaces.
-                let again = weak.clone();
-                set_timeout(
-                    move || {
-                        if let Some(i) = again.upgrade() {
-                            open_socket(i, id, shown, active);
-                        }
-                    },
-                    delay,
-                );
+                reopen_later(weak.clone(), delay, move |i| {
+                    open_socket(i, id, shown, active);
+                });
             }
         }
     });

@@ -21,7 +21,9 @@ use wasm_bindgen::JsCast;
 
 use crate::api;
 use crate::components::common::dynv;
-use crate::components::term_socket::{every_heartbeat, Handlers, IntervalGuard, Link};
+use crate::components::term_socket::{
+    every_heartbeat, reopen_later, Handlers, IntervalGuard, Link,
+};
 use crate::live::backoff;
 use crate::xterm;
 
@@ -317,16 +319,9 @@ fn open_socket(viewer: Rc<Viewer>, id: Uuid, shown: Shown, active: Signal<bool>)
                     attempt,
                     secs: delay.as_secs().max(1),
                 });
-                // Later, and so outside this handler, which the new socket replaces.
-                let again = weak.clone();
-                set_timeout(
-                    move || {
-                        if let Some(v) = again.upgrade() {
-                            open_socket(v, id, shown, active);
-                        }
-                    },
-                    delay,
-                );
+                reopen_later(weak.clone(), delay, move |v| {
+                    open_socket(v, id, shown, active);
+                });
             }
         }
     });

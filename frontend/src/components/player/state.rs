@@ -241,13 +241,16 @@ impl PlayerState {
             .with(|tl| tl.as_ref().map_or(0.0, |tl| tl.raw_time(pos)))
     }
 
-    /// The markers, as (player time, label), in order.
+    /// The markers of the timeline, as (player time, label), in order. Resizes are left out:
+    /// a terminal fitting its window marks one at every open, crowding the moments people jump
+    /// to (the recording keeps them).
     pub fn markers(&self) -> Vec<(f64, String)> {
         self.index.with(|i| {
             self.timeline.with(|tl| match (i, tl) {
                 (Some(i), Some(tl)) => i
                     .markers()
                     .iter()
+                    .filter(|m| !m.label.starts_with("resized: "))
                     .map(|m| (tl.time_of(m.event), crate::format::marker_label(&m.label)))
                     .collect(),
                 _ => Vec::new(),
