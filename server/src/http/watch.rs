@@ -23,7 +23,8 @@ use breakglass_shared::ErrorCode;
     params(("id" = String, Path, description = "The session id.")),
     responses(
         (status = 101, description = "A WebSocket of binary frames (`shared::terminal::Frame`): the terminal's size and screen, then its output and status frames naming who watches. Whatever the watcher sends is read and dropped."),
-        (status = 400, description = "Not a WebSocket upgrade.", body = breakglass_shared::ErrorBody),
+        (status = 400, description = "Not a WebSocket upgrade, or not a session id.", body = breakglass_shared::ErrorBody),
+        (status = 401, description = "Not signed in.", body = breakglass_shared::ErrorBody),
         (status = 403, description = "The Origin is not this server's page.", body = breakglass_shared::ErrorBody),
     ))]
 pub async fn watch(
