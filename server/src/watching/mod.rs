@@ -122,16 +122,22 @@ impl Watching {
     /// Serves a watcher whom another replica checked and forwards here (its pass says who).
     pub async fn serve_forwarded(&self, mut ws: WebSocket, pass: Pass) {
         let id = pass.session;
-        let active = matches!(self.store.get(id).await, Ok(Some(s)) if s.state == breakglass_shared::SessionState::Active);
-        let writer = match self.recorder.writer_here(id).await {
-            Some(w) if active => w,
+        // One read: whether it runs, and whether its environment is moderated.
+        let session = match self.store.get(id).await {
+            Ok(Some(s)) if s.state == breakglass_shared::SessionState::Active => Some(s),
+            _ => None,
+        };
+        let writer = match (self.recorder.writer_here(id).await, &session) {
+            (Some(w), Some(_)) => w,
             _ => {
                 let why = "this session's terminal is not served by this replica".to_string();
                 let _ = ws.send(close_frame(close::MOVED, &why)).await;
                 return;
             }
         };
-        let moderated = self.moderated(id).await;
+        let moderated = session
+            .and_then(|s| self.config.environment(&s.environment).map(|e| e.moderated))
+            .unwrap_or(false);
         let watcher = Watcher {
             id,
             name: pass.name,
@@ -139,16 +145,6 @@ impl Watching {
             moderated,
         };
         self.pump(ws, &watcher, writer, None).await;
-    }
-
-    async fn moderated(&self, id: Uuid) -> bool {
-        match self.store.get(id).await {
-            Ok(Some(s)) => self
-                .config
-                .environment(&s.environment)
-                .is_some_and(|e| e.moderated),
-            _ => false,
-        }
     }
 
     /// Seats the watcher at the hub of the writer held here, and sends the screen and the
