@@ -127,13 +127,10 @@ impl Watching {
             Ok(Some(s)) if s.state == breakglass_shared::SessionState::Active => Some(s),
             _ => None,
         };
-        let writer = match (self.recorder.writer_here(id).await, &session) {
-            (Some(w), Some(_)) => w,
-            _ => {
-                let why = "this session's terminal is not served by this replica".to_string();
-                let _ = ws.send(close_frame(close::MOVED, &why)).await;
-                return;
-            }
+        let (Some(writer), Some(_)) = (self.recorder.writer_here(id).await, &session) else {
+            let why = "this session's terminal is not served by this replica".to_string();
+            let _ = ws.send(close_frame(close::MOVED, &why)).await;
+            return;
         };
         let moderated = session
             .and_then(|s| self.config.environment(&s.environment).map(|e| e.moderated))
