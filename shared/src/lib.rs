@@ -16,6 +16,8 @@ pub mod notify;
 pub mod ocsf;
 pub mod permissions;
 pub mod recording;
+pub mod screen_text;
+pub mod search;
 pub mod session;
 pub mod step_up;
 pub mod terminal;
