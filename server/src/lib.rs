@@ -27,6 +27,7 @@ pub mod recorder;
 pub mod recording;
 pub mod relay;
 pub mod revocation;
+pub mod search;
 pub mod state;
 pub mod step_up;
 pub mod store;
@@ -109,6 +110,11 @@ async fn serve_on(ctx: Arc<Context>, listener: tokio::net::TcpListener) -> anyho
         );
     }
     tokio::spawn(sweep::run(ctx.clone()));
+    // Each ended recording into the search index, at the sweep's pace.
+    tokio::spawn(
+        search::Indexer::new(ctx.store.clone(), ctx.recorder.clone())
+            .run(ctx.config.sweep_interval),
+    );
     let head_timeout = ctx.config.limits.request_timeout;
     let budget = http::sockets::SocketBudget::new(
         ctx.config.limits.connections,

@@ -39,6 +39,7 @@ pub mod limits;
 pub mod locks;
 pub mod notifications;
 pub mod recordings;
+pub mod search;
 pub mod sessions;
 pub mod sign_in;
 pub mod sockets;
@@ -78,6 +79,7 @@ pub mod watch;
         recordings::verify,
         recordings::evidence,
         recordings::retention,
+        search::search,
         clusters::namespaces,
         clusters::pods,
         clusters::guardrails,
@@ -129,6 +131,7 @@ pub fn app(state: AppState) -> Router {
         .route("/sessions/{id}/terminal", get(terminal::terminal))
         .route("/sessions/{id}/watch", get(watch::watch))
         .route("/replica/watch/{id}", get(watch::replica_watch))
+        .route("/recordings/search", get(search::search))
         .route("/sessions/{id}/recording", get(recordings::recording))
         .route("/sessions/{id}/recording/verify", get(recordings::verify))
         .route("/sessions/{id}/evidence", get(recordings::evidence))

@@ -26,6 +26,7 @@ mod notice;
 mod outbox;
 mod postgres;
 mod row;
+mod search;
 mod sqlite;
 
 pub use error::StoreError;
@@ -36,6 +37,9 @@ pub use logins::{Login, LoginSelector, LoginSource};
 pub use notice::{Notice, CHANNEL};
 pub use outbox::{Attempt, Delivery, OutboxDraft, OutboxStats, OutboxStore};
 pub use postgres::PostgresStore;
+pub use search::{
+    ChunkKind, FoundChunk, IndexStats, IndexedRecording, NewChunk, Readable, SearchStore,
+};
 pub use sqlite::SqliteStore;
 
 /// One event to append with a write.
@@ -56,7 +60,7 @@ pub struct EventDraft {
 
 /// Session storage.
 #[async_trait]
-pub trait Store: KeyStore + OutboxStore + Send + Sync + 'static {
+pub trait Store: KeyStore + OutboxStore + SearchStore + Send + Sync + 'static {
     /// Checks the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
     /// Stores a new session with its creation event.

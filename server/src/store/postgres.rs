@@ -13,7 +13,7 @@ use crate::store::notice::{self, Notice, CHANNEL};
 /// Sessions in PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
+    pub(super) pool: PgPool,
     /// This process among the replicas: its own notices come back and are skipped.
     origin: Uuid,
     notices: broadcast::Sender<Notice>,

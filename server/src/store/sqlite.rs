@@ -26,7 +26,7 @@ const LOCK_GRACE: Duration = Duration::from_secs(3);
 /// Sessions in a SQLite file.
 #[derive(Debug)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(super) pool: SqlitePool,
     /// The database file; `None` in memory (nothing to share).
     file: Option<PathBuf>,
     /// The single-replica lock, once joined; released when the store is dropped.
