@@ -36,9 +36,9 @@ pub struct ScreenText {
     now: f64,
     /// When each row of the main screen's view first showed a character (`None`: blank).
     times: VecDeque<Option<f64>>,
-    /// Rows changed by the last operation, read at the next one (after its evictions, so the
-    /// rows and `times` agree again).
-    dirty: Vec<Range<usize>>,
+    /// Rows changed by the last operation (the span of them), read at the next one (after its
+    /// evictions, so the rows and `times` agree again).
+    dirty: Option<Range<usize>>,
     /// A wrapped line's beginning, waiting for its end.
     pending: String,
     pending_time: Option<f64>,
@@ -77,19 +77,19 @@ impl ScreenText {
     }
 
     fn settle(&mut self, terminal: &Terminal) {
-        if self.dirty.is_empty() || terminal.active_screen_kind() != ScreenKind::Primary {
-            self.dirty.clear();
+        let Some(rows) = self.dirty.take() else {
+            return;
+        };
+        if terminal.active_screen_kind() != ScreenKind::Primary {
             return;
         }
         let screen = terminal.primary_screen();
-        for range in std::mem::take(&mut self.dirty) {
-            for row in range {
-                let Some(slot) = self.times.get_mut(row) else {
-                    continue;
-                };
-                if slot.is_none() && screen.line(row).is_some_and(|l| !blank(l)) {
-                    *slot = Some(self.now);
-                }
+        for row in rows {
+            let Some(slot) = self.times.get_mut(row) else {
+                continue;
+            };
+            if slot.is_none() && screen.line(row).is_some_and(|l| !blank(l)) {
+                *slot = Some(self.now);
             }
         }
     }
@@ -149,6 +149,14 @@ fn blank(line: &Line) -> bool {
     line.chars().all(|c| c == ' ')
 }
 
+/// Whether `op` may switch screens (the cheap test, before asking the terminal).
+fn may_switch(op: &Operation) -> bool {
+    matches!(
+        op,
+        Operation::Function(Function::Ris | Function::Decset(_) | Function::Decrst(_))
+    )
+}
+
 /// Whether `op` may leave the alternate screen.
 fn leaves_alternate(op: &Operation) -> bool {
     match op {
@@ -169,8 +177,10 @@ impl Observer for ScreenText {
     fn before(&mut self, context: &mut Observation<'_>, operation: &Operation) {
         let terminal = context.terminal();
         self.settle(terminal);
-        let kind = terminal.active_screen_kind();
-        if kind == ScreenKind::Alternate && leaves_alternate(operation) {
+        if !may_switch(operation) {
+            return;
+        }
+        if terminal.active_screen_kind() == ScreenKind::Alternate && leaves_alternate(operation) {
             self.alternate_screen(terminal);
         }
         if matches!(operation, Operation::Function(Function::Ris)) {
@@ -184,10 +194,16 @@ impl Observer for ScreenText {
     }
 
     fn dirty(&mut self, rows: Range<usize>) {
-        self.dirty.push(rows);
+        self.dirty = Some(match self.dirty.take() {
+            Some(d) => d.start.min(rows.start)..d.end.max(rows.end),
+            None => rows,
+        });
     }
 
-    fn after(&mut self, context: &mut Observation<'_>, _operation: &Operation) {
+    fn after(&mut self, context: &mut Observation<'_>, operation: &Operation) {
+        if !may_switch(operation) {
+            return;
+        }
         let kind = context.terminal().active_screen_kind();
         match (kind, self.alternate_since) {
             (ScreenKind::Alternate, None) => self.alternate_since = Some(self.now),
