@@ -11,6 +11,12 @@
 //! whatever the recording's length. Scrollback above the screen at the seek point is not
 //! restored (the snapshot holds the visible state only).
 //!
+//! **Search.** The same terminal is watched by a [`ScreenText`] while it is fed, which
+//! collects the lines it showed (what a person saw after cursor moves, line edits and
+//! redraws, not the bytes that drew them), each stamped with the index of the event during
+//! which it showed: player time depends on the idle cap, an event index does not. Watching
+//! changes nothing in the terminal, so the keyframes are the same as without it.
+//!
 //! The timeline is in [`timeline`], the text index for search in [`text`]; the commands a
 //! recording's shell ran, read without indexing it, in [`commands()`].
 
@@ -19,6 +25,7 @@ mod text;
 mod timeline;
 
 use breakglass_shared::recording::{Code, Event, Header};
+use breakglass_shared::screen_text::{ScreenText, TextLine};
 
 pub use commands::{commands, Command};
 pub use text::Hit;
@@ -77,6 +84,8 @@ pub struct CastIndex {
 pub struct IndexBuilder {
     index: CastIndex,
     vt: avt::Terminal,
+    /// The lines `vt` showed, stamped with event indexes.
+    screen: ScreenText,
     size: (u16, u16),
     next: usize,
     bytes_since: usize,
@@ -89,7 +98,6 @@ impl IndexBuilder {
         let size = breakglass_shared::terminal::clamp_size(header.width, header.height);
         let vt = new_vt(size);
         let dump = vt.dump();
-        let n = events.len();
         IndexBuilder {
             index: CastIndex {
                 header,
@@ -101,10 +109,11 @@ impl IndexBuilder {
                 }],
                 events,
                 markers: vec![],
-                text: TextIndex::with_capacity(n),
+                text: TextIndex::default(),
                 output_bytes: 0,
             },
             vt,
+            screen: ScreenText::new(usize::from(size.1.max(1))),
             size,
             next: 0,
             bytes_since: 0,
@@ -117,19 +126,19 @@ impl IndexBuilder {
         let mut spent = 0usize;
         while self.next < self.index.events.len() && spent <= budget {
             let i = self.next;
-            self.index.text.begin_event();
             let e = &self.index.events[i];
+            self.screen.at(i as f64);
             match e.code {
                 Code::Output => {
-                    self.vt.feed(e.data.as_str());
-                    self.index.text.push_output(&e.data);
+                    self.vt.feed_with(e.data.as_str(), &mut self.screen);
                     self.bytes_since += e.data.len();
                     self.index.output_bytes += e.data.len();
                     spent += e.data.len();
                 }
                 Code::Resize => {
                     if let Some((c, r)) = parse_size(&e.data) {
-                        self.vt.resize(c as usize, r as usize);
+                        self.vt
+                            .resize_with(usize::from(c), usize::from(r), &mut self.screen);
                         self.size = (c, r);
                     }
                 }
@@ -155,7 +164,17 @@ impl IndexBuilder {
                 self.time_of_last = time;
             }
         }
+        let lines = self.screen.take();
+        self.add_lines(lines);
         self.next >= self.index.events.len()
+    }
+
+    /// Adds lines stamped with event indexes to the text index.
+    fn add_lines(&mut self, lines: Vec<TextLine>) {
+        for line in lines {
+            // The stamps are event indexes, whole and far below 2^53: exact as f64.
+            self.index.text.push(line.time as usize, line.text);
+        }
     }
 
     /// Share of events indexed, 0 to 1.
@@ -170,7 +189,10 @@ impl IndexBuilder {
     /// The finished index (indexes whatever is left first).
     pub fn finish(mut self) -> CastIndex {
         while !self.step(usize::MAX) {}
-        self.index.text.finish();
+        // What is still on the screen at the end showed too.
+        let screen = std::mem::take(&mut self.screen);
+        let lines = screen.finish(&self.vt);
+        self.add_lines(lines);
         self.index
     }
 }
@@ -311,15 +333,21 @@ impl CastIndex {
             .sum()
     }
 
-    /// The first match of `needle` (case-insensitive for ASCII) at or after text offset `from`,
-    /// wrapping around to the start.
+    /// The first line shown holding `needle` (case-insensitive) at or after line `from`,
+    /// wrapping around to the first line.
     pub fn search(&self, needle: &str, from: usize) -> Option<Hit> {
         self.text.search(needle, from)
     }
 
-    /// How many times `needle` occurs in the output.
+    /// How many lines shown hold `needle`.
+    #[cfg(test)]
     pub fn count(&self, needle: &str) -> usize {
         self.text.count(needle)
+    }
+
+    /// The first `limit` lines shown holding `needle`, in order, and how many hold it in all.
+    pub fn matches(&self, needle: &str, limit: usize) -> (Vec<Hit>, usize) {
+        self.text.matches(needle, limit)
     }
 }
 
@@ -336,7 +364,8 @@ mod tests {
         }
     }
 
-    fn header(w: u16, h: u16) -> Header {
+    /// A v2 header of a `w` x `h` terminal.
+    pub(super) fn header(w: u16, h: u16) -> Header {
         Header {
             version: 2,
             width: w,
@@ -347,7 +376,7 @@ mod tests {
     }
 
     /// What a terminal shows after `ops` (avt stands in for xterm.js).
-    fn screen_after(size: (u16, u16), ops: &[Op]) -> Vec<String> {
+    pub(super) fn screen_after(size: (u16, u16), ops: &[Op]) -> Vec<String> {
         let mut vt = new_vt(size);
         for op in ops {
             match op {
@@ -359,7 +388,7 @@ mod tests {
     }
 
     /// A long, colourful recording with a resize and a full-screen app in the middle.
-    fn sample(n: usize) -> Vec<Event> {
+    pub(super) fn sample(n: usize) -> Vec<Event> {
         let mut events = vec![];
         let mut t = 0.0;
         for i in 0..n {
@@ -421,6 +450,32 @@ mod tests {
     }
 
     #[test]
+    fn keyframes_are_those_of_an_unwatched_terminal() {
+        // The screen-text observer must only watch: each keyframe is the dump of a terminal
+        // fed the same events without it.
+        let events = sample(3000);
+        let index = CastIndex::build(header(80, 24), events.clone());
+        let mut vt = new_vt((80, 24));
+        let mut fed = 0;
+        for k in &index.keyframes {
+            for e in &events[fed..k.event] {
+                match e.code {
+                    Code::Output => vt.feed(e.data.as_str()),
+                    Code::Resize => {
+                        if let Some((c, r)) = parse_size(&e.data) {
+                            vt.resize(usize::from(c), usize::from(r));
+                        }
+                    }
+                    Code::Input | Code::Marker => {}
+                }
+            }
+            fed = k.event;
+            assert_eq!(vt.dump(), k.dump, "keyframe at event {}", k.event);
+        }
+        assert!(index.keyframes.len() > 2);
+    }
+
+    #[test]
     fn sizes_from_old_recordings_are_clamped_before_anything_is_allocated() {
         use breakglass_shared::terminal::{MAX_COLS, MAX_ROWS};
         let events = vec![
@@ -464,37 +519,18 @@ mod tests {
     }
 
     #[test]
-    fn markers_and_search() {
+    fn markers() {
         let events = vec![
-            out(0.5, "$ \x1b[1mecho\x1b[0m hel"),
-            out(0.6, "lo\r\nhello\r\n"),
+            out(0.5, "$ echo hi\r\n"),
             Event {
                 time: 1.0,
                 code: Code::Marker,
                 data: "ended".into(),
             },
-            out(2.0, "\x1b]0;title HELLO\x07bye HeLLo"),
         ];
         let index = CastIndex::build(header(80, 24), events);
         assert_eq!(index.markers()[0].label, "ended");
-        assert_eq!(index.markers()[0].event, 2);
-        // Split across two events: the hit completes in event 1.
-        let h = index.search("echo hello", 0).map(|h| h.event);
-        assert_eq!(h, Some(1));
-        let first = index.search("HELLO", 0);
-        assert_eq!(first.map(|h| h.event), Some(1));
-        let second = first.and_then(|h| index.search("hello", h.offset + 1));
-        assert_eq!(second.map(|h| h.event), Some(1));
-        let third = second.and_then(|h| index.search("hello", h.offset + 1));
-        assert_eq!(
-            third.map(|h| h.event),
-            Some(3),
-            "the OSC title is not output text"
-        );
-        let wrapped = third.and_then(|h| index.search("hello", h.offset + 1));
-        assert_eq!(wrapped, first, "wraps around");
-        assert_eq!(index.count("hello"), 3);
-        assert_eq!(index.search("nowhere", 0), None);
+        assert_eq!(index.markers()[0].event, 1);
     }
 
     #[test]

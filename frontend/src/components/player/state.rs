@@ -264,6 +264,13 @@ impl PlayerState {
             .with_untracked(|tl| tl.as_ref().map_or(0.0, |tl| tl.time_of(event)))
     }
 
+    /// Recording time of event `event` (what the clock shows once there, whatever the idle
+    /// cap), untracked (0 until loaded).
+    pub fn raw_time_of_untracked(&self, event: usize) -> f64 {
+        self.timeline
+            .with_untracked(|tl| tl.as_ref().map_or(0.0, |tl| tl.raw_time(tl.time_of(event))))
+    }
+
     /// `f` of the index, once loaded.
     pub fn with_index<R>(&self, f: impl FnOnce(&CastIndex) -> R) -> Option<R> {
         self.index.with(|i| i.as_ref().map(f))
