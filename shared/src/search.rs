@@ -125,8 +125,9 @@ pub struct SearchResults {
 
 /// The player's link to `at` seconds into session `id`'s recording.
 pub fn moment_link(id: uuid::Uuid, at: f64) -> String {
-    // Tenths of a second: what a person can tell apart, and what the player's links hold.
-    let tenths = (at.max(0.0) * 10.0).floor() / 10.0;
+    // Tenths of a second, what the player's links hold, rounded up: the player at `t` shows
+    // what was output up to `t`, so the line is on the screen it opens with.
+    let tenths = (at.max(0.0) * 10.0 - 1e-6).ceil().max(0.0) / 10.0;
     format!("/sessions/{id}/recording?t={tenths}")
 }
 
@@ -179,11 +180,11 @@ mod tests {
     }
 
     #[test]
-    fn links_name_the_moment_in_tenths() {
+    fn links_name_the_moment_in_tenths_rounded_up() {
         let id = uuid::Uuid::nil();
         assert_eq!(
             moment_link(id, 12.345),
-            format!("/sessions/{id}/recording?t=12.3")
+            format!("/sessions/{id}/recording?t=12.4")
         );
         assert_eq!(
             moment_link(id, 3.0),

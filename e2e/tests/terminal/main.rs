@@ -292,6 +292,7 @@ mod relay;
 mod replicas;
 mod restarts;
 mod revocation;
+mod search;
 mod store_failures;
 mod watching;
 mod watching_replicas;
