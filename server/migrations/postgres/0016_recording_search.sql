@@ -1,7 +1,8 @@
 -- Search over what recordings showed: each ended recording's screen text and command lines,
--- a row per chunk of lines (a few dozen), its text compressed and each line's moment kept, so a
--- hit can name the line and the second it showed. The words are a stripped tsvector (which
--- chunks hold a word, not where: the server checks each line itself) under a GIN index.
+-- a row per chunk of lines (a hundred-odd), its text compressed and each line's moment kept, so
+-- a hit can name the line and the second it showed. The terms (each word's beginning, once)
+-- are found through a GIN index (which chunks hold a term, not where: the server checks each
+-- line itself).
 CREATE TABLE breakglass_recording_chunks (
     id         BIGSERIAL PRIMARY KEY,
     session_id UUID NOT NULL,
@@ -9,10 +10,16 @@ CREATE TABLE breakglass_recording_chunks (
     kind       TEXT NOT NULL CHECK (kind IN ('screen', 'command')),
     lines_ms   BYTEA NOT NULL,
     body       BYTEA NOT NULL,
-    words      TSVECTOR NOT NULL,
+    words      TEXT NOT NULL,
     UNIQUE (session_id, seq)
 );
-CREATE INDEX breakglass_recording_chunks_words ON breakglass_recording_chunks USING GIN (words);
+-- Without the pending list: each chunk's terms go into the index's compressed tree at once
+-- (the indexer writes in the background, so a slower insert costs nobody), where the list
+-- kept them uncompressed until a vacuum merged them.
+-- The tsvector lives in the index only (an expression over the terms' text, which TOAST
+-- compresses): a stored column would be a second copy.
+CREATE INDEX breakglass_recording_chunks_words ON breakglass_recording_chunks
+    USING GIN (to_tsvector('simple'::regconfig, words)) WITH (fastupdate = off);
 -- Each recording indexed, once: what it held, or why nothing was taken from it.
 CREATE TABLE breakglass_recording_index (
     session_id UUID PRIMARY KEY,

@@ -1,7 +1,8 @@
 -- Search over what recordings showed: each ended recording's screen text and command lines,
--- a row per chunk of lines (a few dozen), its text compressed and each line's moment kept, so a
--- hit can name the line and the second it showed. The words are in a contentless FTS5 table
--- (the index only, no second copy of the text), one row per chunk under the chunk's id.
+-- a row per chunk of lines (a hundred-odd), its text compressed and each line's moment kept, so
+-- a hit can name the line and the second it showed. The terms (each word's beginning) are in a
+-- contentless FTS5 table (the index only, no second copy of the text), one row per chunk under
+-- the chunk's id.
 CREATE TABLE breakglass_recording_chunks (
     id         INTEGER PRIMARY KEY,
     session_id BLOB NOT NULL,
@@ -11,7 +12,7 @@ CREATE TABLE breakglass_recording_chunks (
     body       BLOB NOT NULL,
     UNIQUE (session_id, seq)
 );
--- `detail=none`: which chunks hold a word, not where (the server checks each line itself),
+-- `detail=none`: which chunks hold a term, not where (the server checks each line itself),
 -- the smallest index FTS5 keeps; `contentless_delete`: a recording indexed again (its row
 -- names another version) drops its old chunks' words.
 CREATE VIRTUAL TABLE breakglass_recording_words USING fts5(

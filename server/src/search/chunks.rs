@@ -1,8 +1,13 @@
-//! A recording's lines as the index stores them: cut into chunks of a few dozen lines, each
-//! chunk's text deflated and its lines' moments as varint deltas (a chunk of 64 shell lines is
-//! a couple of hundred bytes of moments and a few hundred of text), and the words it is found
-//! by. Reading a found chunk back gives its lines with their moments, which the query checks
-//! one by one.
+//! A recording's lines as the index stores them: cut into chunks of a hundred-odd lines, each
+//! chunk's text deflated and its lines' moments as varint deltas, and the terms it is found by.
+//! Reading a found chunk back gives its lines with their moments, which the query checks one
+//! by one.
+//!
+//! A term is a word's first [`TERM_CHARS`] characters. The index only has to say which chunks
+//! may hold a query's words, the lines say which do; cut short, the ids, hashes, timestamps and
+//! numbers that fill a shell's output share a few tens of thousands of terms instead of each
+//! being one, which is most of what a full-word index of logs weighs (BENCHMARKS.md, "Recording
+//! search").
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -16,14 +21,32 @@ use flate2::Compression;
 use crate::store::{ChunkKind, NewChunk};
 
 /// Most lines in a chunk.
-const CHUNK_LINES: usize = 64;
+const CHUNK_LINES: usize = 128;
 /// Most text in a chunk (a few long lines fill one sooner).
 const CHUNK_BYTES: usize = 8 * 1024;
+/// Characters of a word the index keeps.
+pub const TERM_CHARS: usize = 4;
+/// Longest line kept, in bytes: a logical line of a megabyte (a base64 blob wrapped over
+/// thousands of rows) is kept to its beginning.
+const MAX_LINE: usize = 4 * 1024;
 /// Largest chunk text read back (a stored chunk inflating past this is not ours).
-const MAX_INFLATED: u64 = 4 * CHUNK_BYTES as u64 + 64 * 1024;
+const MAX_INFLATED: u64 = (CHUNK_BYTES + MAX_LINE + 1024) as u64;
 
 /// The chunks of `lines` of one kind, numbered from `first_seq`.
 pub fn chunk(lines: &[TextLine], kind: ChunkKind, first_seq: i64) -> Vec<NewChunk> {
+    let cut: Vec<TextLine>;
+    let lines = if lines.iter().any(|l| l.text.len() > MAX_LINE) {
+        cut = lines
+            .iter()
+            .map(|l| TextLine {
+                time: l.time,
+                text: l.text[..l.text.floor_char_boundary(MAX_LINE)].to_owned(),
+            })
+            .collect();
+        &cut[..]
+    } else {
+        lines
+    };
     let mut chunks = Vec::new();
     let mut start = 0;
     while start < lines.len() {
@@ -82,10 +105,22 @@ fn deflate(lines: &[TextLine]) -> Vec<u8> {
     enc.finish().unwrap_or_default()
 }
 
-/// Each distinct word once: the index needs to know a chunk holds a word, not how often.
+/// Each distinct term once: the index needs to know a chunk holds a word, not how often.
 fn chunk_words(lines: &[TextLine]) -> String {
-    let set: BTreeSet<String> = lines.iter().flat_map(|l| words(&l.text)).collect();
+    let set: BTreeSet<String> = lines
+        .iter()
+        .flat_map(|l| words(&l.text))
+        .map(|w| term(&w).0)
+        .collect();
     set.into_iter().collect::<Vec<_>>().join(" ")
+}
+
+/// The index's term for `word`, and whether it is a beginning only (a word shorter than a
+/// term, which finds the terms it begins).
+pub fn term(word: &str) -> (String, bool) {
+    let t: String = word.chars().take(TERM_CHARS).collect();
+    let short = t.chars().count() < TERM_CHARS;
+    (t, short)
 }
 
 /// Milliseconds, each as the zigzag varint of its difference from the one before (lines of a
@@ -159,11 +194,8 @@ mod tests {
             })
             .collect();
         let chunks = chunk(&lines, ChunkKind::Screen, 5);
-        assert_eq!(chunks.len(), 4);
-        assert_eq!(
-            chunks.iter().map(|c| c.seq).collect::<Vec<_>>(),
-            [5, 6, 7, 8]
-        );
+        assert_eq!(chunks.len(), 2);
+        assert_eq!(chunks.iter().map(|c| c.seq).collect::<Vec<_>>(), [5, 6]);
         let back: Vec<TextLine> = chunks
             .iter()
             .flat_map(|c| lines_of(&c.lines_ms, &c.body).unwrap())
@@ -171,18 +203,36 @@ mod tests {
         assert_eq!(back, lines);
         assert!(chunks[0].words.split(' ').any(|w| w == "pod"));
         assert!(chunks[0].words.split(' ').filter(|w| *w == "line").count() == 1);
+        assert!(chunks[0]
+            .words
+            .split(' ')
+            .all(|w| w.chars().count() <= TERM_CHARS));
     }
 
     #[test]
-    fn long_lines_fill_a_chunk_sooner_and_one_line_always_fits() {
-        let lines = vec![line(1.0, &"x".repeat(20_000)), line(2.0, "short")];
+    fn long_lines_fill_a_chunk_sooner_and_overlong_ones_are_cut() {
+        let lines = vec![
+            line(1.0, &"x".repeat(3_000)),
+            line(2.0, &"é".repeat(20_000)),
+            line(3.0, "short"),
+        ];
         let chunks = chunk(&lines, ChunkKind::Screen, 0);
-        assert_eq!(chunks.len(), 2);
+        assert_eq!(chunks.len(), 1);
+        let back = lines_of(&chunks[0].lines_ms, &chunks[0].body).unwrap();
+        assert_eq!(back[0].text.len(), 3_000);
         assert_eq!(
-            lines_of(&chunks[0].lines_ms, &chunks[0].body).unwrap()[0]
-                .text
-                .len(),
-            20_000
+            back[1].text,
+            "é".repeat(MAX_LINE / 2),
+            "cut at a character's edge"
+        );
+        assert_eq!(back[2].text, "short");
+        let many: Vec<TextLine> = (0..10)
+            .map(|i| line(f64::from(i), &"y".repeat(3_000)))
+            .collect();
+        assert_eq!(
+            chunk(&many, ChunkKind::Screen, 0).len(),
+            4,
+            "three lines of 3 KB a chunk"
         );
     }
 

@@ -27,15 +27,18 @@ use uuid::Uuid;
 
 use crate::recorder::Recorder;
 use crate::recording::RecordingStoreError;
-use crate::store::{ChunkKind, IndexedRecording, Readable, Store, StoreError};
+use crate::store::{ChunkKind, FoundChunk, IndexedRecording, Readable, Store, StoreError, Term};
 
 /// How long a replica may take over one recording before another may take it.
 const INDEX_LEASE: Duration = Duration::from_secs(600);
 /// Recordings taken from the queue per look.
 const BATCH: i64 = 16;
-/// Candidate chunks read per query: enough for a page of sessions with their first moments;
-/// a word in every chunk of every recording stops here rather than reading them all.
-const CANDIDATES: i64 = 400;
+/// Candidate chunks read per page of the store's answer.
+const CANDIDATES: i64 = 200;
+/// Pages of candidates read at most per query: a word in every chunk of every recording, or a
+/// term shared by many words none of which is the one asked, stops here rather than reading
+/// the whole index; the sessions found so far are the answer (the newest).
+const PAGES: usize = 8;
 
 /// Reads ended recordings into the search index.
 pub struct Indexer {
@@ -228,7 +231,8 @@ pub fn index_cast(id: Uuid, bytes: &[u8]) -> IndexedRecording {
 }
 
 /// The sessions whose recordings show every one of `words`, newest first, with their first
-/// moments: at most `limit` sessions, of those `user` may read the recordings of.
+/// moments: at most `limit` sessions, of those `may_read` allows (`readable` narrows the
+/// store's search to them).
 pub async fn find(
     store: &dyn Store,
     words: &[String],
@@ -236,29 +240,28 @@ pub async fn find(
     may_read: impl Fn(&Session) -> bool,
     limit: usize,
 ) -> Result<Vec<SessionHits>, StoreError> {
-    let found = store.find_chunks(words, readable, CANDIDATES).await?;
+    let terms: Vec<Term> = words
+        .iter()
+        .map(|w| {
+            let (text, prefix) = chunks::term(w);
+            Term { text, prefix }
+        })
+        .collect();
     let mut by_session: HashMap<Uuid, Vec<SearchHit>> = HashMap::new();
-    for c in found {
-        let Some(lines) = chunks::lines_of(&c.lines_ms, &c.body) else {
-            tracing::warn!(session = %c.session_id, "an index chunk does not decode; skipped");
-            continue;
-        };
-        let kind = if c.kind == "command" {
-            HitKind::Command
-        } else {
-            HitKind::Screen
-        };
-        let hits = by_session.entry(c.session_id).or_default();
-        for l in lines.into_iter().filter(|l| line_matches(&l.text, words)) {
-            hits.push(SearchHit {
-                at: l.time,
-                kind,
-                link: moment_link(c.session_id, l.time),
-                text: l.text,
-            });
+    let mut below = None;
+    for _ in 0..PAGES {
+        let found = store
+            .find_chunks(&terms, readable, below, CANDIDATES)
+            .await?;
+        let last_page = found.len() < CANDIDATES as usize;
+        below = found.last().map(|c| c.id);
+        for c in found {
+            hits_of(c, words, &mut by_session);
+        }
+        if last_page || by_session.len() >= limit {
+            break;
         }
     }
-    by_session.retain(|_, hits| !hits.is_empty());
     let ids: Vec<Uuid> = by_session.keys().copied().collect();
     let mut sessions: Vec<Session> = store
         .get_many(&ids)
@@ -286,6 +289,33 @@ pub async fn find(
             })
         })
         .collect())
+}
+
+/// The lines of chunk `c` that hold every one of `words`, as hits of its session (a chunk
+/// whose terms matched but none of whose lines does adds nothing).
+fn hits_of(c: FoundChunk, words: &[String], by_session: &mut HashMap<Uuid, Vec<SearchHit>>) {
+    let Some(lines) = chunks::lines_of(&c.lines_ms, &c.body) else {
+        tracing::warn!(session = %c.session_id, chunk = c.id, "an index chunk does not decode; skipped");
+        return;
+    };
+    let kind = if c.kind == "command" {
+        HitKind::Command
+    } else {
+        HitKind::Screen
+    };
+    let mut hits = lines
+        .into_iter()
+        .filter(|l| line_matches(&l.text, words))
+        .map(|l| SearchHit {
+            at: l.time,
+            kind,
+            link: moment_link(c.session_id, l.time),
+            text: l.text,
+        })
+        .peekable();
+    if hits.peek().is_some() {
+        by_session.entry(c.session_id).or_default().extend(hits);
+    }
 }
 
 /// Whether `user` with `permissions` there may read `s`'s recording (the rule of the

@@ -38,7 +38,7 @@ pub use notice::{Notice, CHANNEL};
 pub use outbox::{Attempt, Delivery, OutboxDraft, OutboxStats, OutboxStore};
 pub use postgres::PostgresStore;
 pub use search::{
-    ChunkKind, FoundChunk, IndexStats, IndexedRecording, NewChunk, Readable, SearchStore,
+    ChunkKind, FoundChunk, IndexStats, IndexedRecording, NewChunk, Readable, SearchStore, Term,
 };
 pub use sqlite::SqliteStore;
 

@@ -54,9 +54,20 @@ pub struct IndexedRecording {
     pub chunks: Vec<NewChunk>,
 }
 
-/// A chunk found by its words, with its session's row fields the caller needs.
+/// A term a chunk must hold (letters and digits only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// The term.
+    pub text: String,
+    /// Any term beginning with it matches.
+    pub prefix: bool,
+}
+
+/// A chunk found by its terms.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct FoundChunk {
+    /// The chunk's id: a page of candidates goes on below the last one's.
+    pub id: i64,
     /// The session.
     pub session_id: Uuid,
     /// What it holds (`screen`, `command`).
@@ -98,12 +109,13 @@ pub trait SearchStore: Send + Sync {
     /// chunks of an earlier version); `false` when it was no longer queued (another replica
     /// indexed it first: nothing written).
     async fn store_index(&self, index: &IndexedRecording) -> Result<bool, StoreError>;
-    /// The chunks that hold every one of `words` (each a word or its beginning), of the
-    /// recordings `readable` allows, newest recordings first, at most `limit`.
+    /// The chunks that hold every one of `terms`, of the recordings `readable` allows, the
+    /// latest indexed first, at most `limit`, below chunk id `below` when given (the next page).
     async fn find_chunks(
         &self,
-        words: &[String],
+        terms: &[Term],
         readable: &Readable,
+        below: Option<i64>,
         limit: i64,
     ) -> Result<Vec<FoundChunk>, StoreError>;
     /// How many recordings wait to be indexed.
@@ -190,28 +202,39 @@ impl SearchStore for crate::store::SqliteStore {
 
     async fn find_chunks(
         &self,
-        words: &[String],
+        terms: &[Term],
         readable: &Readable,
+        below: Option<i64>,
         limit: i64,
     ) -> Result<Vec<FoundChunk>, StoreError> {
-        if words.is_empty() {
+        if terms.is_empty() {
             return Ok(Vec::new());
         }
-        // Each word quoted (a `"` doubled) and taken as a prefix; FTS5 walks the matching
-        // rowids newest first, so the limit stops it early.
-        let matching = words
+        // Each term quoted (a `"` doubled); FTS5 walks the matching rowids newest first, so
+        // the limit stops it early.
+        let matching = terms
             .iter()
-            .map(|w| format!("\"{}\"*", w.replace('"', "\"\"")))
+            .map(|t| {
+                let quoted = format!("\"{}\"", t.text.replace('"', "\"\""));
+                if t.prefix {
+                    quoted + "*"
+                } else {
+                    quoted
+                }
+            })
             .collect::<Vec<_>>()
             .join(" AND ");
         let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "SELECT c.session_id, c.kind, c.lines_ms, c.body \
+            "SELECT c.id, c.session_id, c.kind, c.lines_ms, c.body \
              FROM breakglass_recording_words w \
              JOIN breakglass_recording_chunks c ON c.id = w.rowid \
              JOIN breakglass_sessions s ON s.id = c.session_id \
              WHERE breakglass_recording_words MATCH ",
         );
         q.push_bind(matching);
+        if let Some(below) = below {
+            q.push(" AND w.rowid < ").push_bind(below);
+        }
         push_readable(&mut q, readable);
         q.push(" ORDER BY w.rowid DESC LIMIT ").push_bind(limit);
         Ok(q.build_query_as().fetch_all(&self.pool).await?)
@@ -268,13 +291,12 @@ impl SearchStore for crate::store::PostgresStore {
             .await?;
         for c in &index.chunks {
             let kind: &'static str = c.kind.into();
-            // Stripped: which words, not where; the words are already split as SQLite's
-            // tokenizer splits them, so the parser's notion of paths or versions never joins
-            // what a query asks for apart.
+            // The terms are already split as SQLite's tokenizer splits them, so the parser's
+            // notion of paths or versions never joins what a query asks for apart.
             sqlx::query(
                 "INSERT INTO breakglass_recording_chunks \
                  (session_id, seq, kind, lines_ms, body, words) \
-                 VALUES ($1, $2, $3, $4, $5, strip(to_tsvector('simple', $6)))",
+                 VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind(index.session_id)
             .bind(c.seq)
@@ -292,27 +314,37 @@ impl SearchStore for crate::store::PostgresStore {
 
     async fn find_chunks(
         &self,
-        words: &[String],
+        terms: &[Term],
         readable: &Readable,
+        below: Option<i64>,
         limit: i64,
     ) -> Result<Vec<FoundChunk>, StoreError> {
-        if words.is_empty() {
+        if terms.is_empty() {
             return Ok(Vec::new());
         }
-        // The words are letters and digits only (`crate::search::words`), so they need no
-        // quoting inside the query text.
-        let matching = words
+        // The terms are letters and digits only (`breakglass_shared::search::words`), so they
+        // need no quoting inside the query text.
+        let matching = terms
             .iter()
-            .map(|w| format!("{w}:*"))
+            .map(|t| {
+                if t.prefix {
+                    format!("{}:*", t.text)
+                } else {
+                    t.text.clone()
+                }
+            })
             .collect::<Vec<_>>()
             .join(" & ");
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
-            "SELECT c.session_id, c.kind, c.lines_ms, c.body \
+            "SELECT c.id, c.session_id, c.kind, c.lines_ms, c.body \
              FROM breakglass_recording_chunks c \
              JOIN breakglass_sessions s ON s.id = c.session_id \
-             WHERE c.words @@ to_tsquery('simple', ",
+             WHERE to_tsvector('simple'::regconfig, c.words) @@ to_tsquery('simple', ",
         );
         q.push_bind(matching).push(")");
+        if let Some(below) = below {
+            q.push(" AND c.id < ").push_bind(below);
+        }
         push_readable(&mut q, readable);
         q.push(" ORDER BY c.id DESC LIMIT ").push_bind(limit);
         Ok(q.build_query_as().fetch_all(&self.pool).await?)
