@@ -34,7 +34,8 @@ pub use events::{open_events, EventStream, StreamEvent};
 pub use locks::{lock_environment, unlock_environment};
 pub use notifications::deliveries;
 pub use recordings::{
-    evidence_url, recording, recording_download_url, recording_retention, verify_recording,
+    evidence_url, recording, recording_download_url, recording_retention, search_recordings,
+    verify_recording,
 };
 pub use sessions::{
     act, approve_extension, create_session, deny, deny_extension, extend, list_sessions, review,

@@ -132,6 +132,7 @@ fn AppRoutes() -> impl IntoView {
         Route::OpsWall => view! { <pages::OpsWall/> }.into_any(),
         Route::Account => view! { <pages::AccountPage/> }.into_any(),
         Route::Deliveries => view! { <pages::DeliveriesPage/> }.into_any(),
+        Route::RecordingSearch => view! { <pages::SearchPage/> }.into_any(),
         Route::Environment | Route::Namespace => view! { <pages::EnvironmentPage/> }.into_any(),
         Route::Pod => view! { <pages::PodPage/> }.into_any(),
         Route::Session => view! { <pages::SessionPage/> }.into_any(),
@@ -170,6 +171,7 @@ fn Topbar() -> impl IntoView {
             <nav class="nav" aria-label="Main">
                 <A href=links::home() exact=true>"Home"</A>
                 <A href=links::ops_wall()>"Ops wall"</A>
+                <A href=links::recording_search()>"Search recordings"</A>
                 <A href=links::account()>"Account"</A>
                 {move || auth.me.with(|m| m.environments.iter().any(|e| e.permissions.terminate)).then(|| view! {
                     <A href=links::deliveries()>"Deliveries"</A>

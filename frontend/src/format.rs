@@ -1,12 +1,15 @@
-//! Text for people: durations, ages, states and end reasons. Pure functions (host-tested).
+//! Text for people: durations, ages, states, end reasons and search results. Pure functions
+//! (host-tested).
 
 use breakglass_shared::session::{short_id, Mode, Verdict};
 use breakglass_shared::{EndReason, Session, SessionState, Tier};
 
 mod events;
 mod markers;
+mod search;
 pub use events::folded as folded_events;
 pub use markers::marker_label;
+pub use search::{field_message, found_summary, marked, more_moments, pending_note};
 use time::OffsetDateTime;
 use uuid::Uuid;
 

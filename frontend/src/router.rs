@@ -1,4 +1,4 @@
-//! Client-side routing: the app's seven routes, links that navigate without reloading, and
+//! Client-side routing: the app's ten routes, links that navigate without reloading, and
 //! the back and forward buttons. Which page each route shows is the shell's table
 //! (`app.rs`); this module only matches addresses, so pages can read their parameters here
 //! without importing what imports them.
@@ -62,11 +62,21 @@ impl Location {
 
     /// The value of `key` in the query, decoded (untracked: read when a page is built).
     pub fn query_untracked(&self, key: &str) -> Option<String> {
-        let search = self.url.with_untracked(|u| u.search.clone());
-        web_sys::UrlSearchParams::new_with_str(&search)
-            .ok()
-            .and_then(|q| q.get(key))
+        query_value(&self.url.with_untracked(|u| u.search.clone()), key)
     }
+
+    /// The value of `key` in the query, decoded (tracked: for a page whose query is its
+    /// state, which stays mounted while the back and forward buttons change it).
+    pub fn query(&self, key: &str) -> Option<String> {
+        query_value(&self.search(), key)
+    }
+}
+
+/// The value of `key` in `search` (`?a=1&b=2`), decoded as the browser does (`+` is a space).
+fn query_value(search: &str, key: &str) -> Option<String> {
+    web_sys::UrlSearchParams::new_with_str(search)
+        .ok()
+        .and_then(|q| q.get(key))
 }
 
 /// The router's location (panics outside [`provide_router`]'s owner, a programming error).
@@ -173,6 +183,8 @@ pub enum Route {
     Account,
     /// `/deliveries`.
     Deliveries,
+    /// `/recordings/search?q=WORDS`.
+    RecordingSearch,
     /// `/env/:env`.
     Environment,
     /// `/env/:env/ns/:ns`.
@@ -200,6 +212,7 @@ fn route_of(path: &str) -> (Route, Vec<String>) {
         ["ops-wall"] => Route::OpsWall,
         ["account"] => Route::Account,
         ["deliveries"] => Route::Deliveries,
+        ["recordings", "search"] => Route::RecordingSearch,
         ["env", _] => Route::Environment,
         ["env", _, "ns", _] => Route::Namespace,
         ["env", _, "ns", _, "pod", _] => Route::Pod,
@@ -314,6 +327,11 @@ mod tests {
         assert_eq!(route_of("/ops-wall"), (Route::OpsWall, vec![]));
         assert_eq!(route_of("/account"), (Route::Account, vec![]));
         assert_eq!(route_of("/deliveries"), (Route::Deliveries, vec![]));
+        assert_eq!(
+            route_of("/recordings/search"),
+            (Route::RecordingSearch, vec![])
+        );
+        assert_eq!(route_of("/recordings").0, Route::NotFound);
         assert_eq!(
             route_of("/env/prod"),
             (Route::Environment, vec!["prod".into()])

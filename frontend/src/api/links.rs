@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use super::encode;
+use super::{encode, query_string};
 
 /// Home: environments and the queue strip.
 pub fn home() -> String {
@@ -22,6 +22,24 @@ pub fn account() -> String {
 /// The admins' notification deliveries.
 pub fn deliveries() -> String {
     "/deliveries".into()
+}
+
+/// The recording search, empty.
+pub fn recording_search() -> String {
+    "/recordings/search".into()
+}
+
+/// The recording search for `q` (as typed: the page and the server cut it into words), listing
+/// at most `limit` sessions (the server's default without one).
+pub fn recording_search_for(q: &str, limit: Option<u32>) -> String {
+    format!(
+        "{}{}",
+        recording_search(),
+        query_string(&[
+            ("q", Some(q.into())),
+            ("limit", limit.map(|l| l.to_string()))
+        ])
+    )
 }
 
 /// An environment's page.
@@ -75,6 +93,14 @@ mod tests {
     fn page_links() {
         let id = Uuid::nil();
         assert_eq!(pod("prod", "shop", "web-1"), "/env/prod/ns/shop/pod/web-1");
+        assert_eq!(
+            recording_search_for("get pods -n a&b+c", None),
+            "/recordings/search?q=get%20pods%20-n%20a%26b%2Bc"
+        );
+        assert_eq!(
+            recording_search_for("ls", Some(50)),
+            "/recordings/search?q=ls&limit=50"
+        );
         assert_eq!(
             recording(id, Some(12.345)),
             format!("/sessions/{id}/recording?t=12.3")

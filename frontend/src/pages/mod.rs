@@ -8,6 +8,7 @@ mod not_found;
 mod ops_wall;
 mod pod;
 mod recording;
+mod search;
 mod session;
 
 pub use account::AccountPage;
@@ -18,4 +19,5 @@ pub use not_found::NotFound;
 pub use ops_wall::OpsWall;
 pub use pod::PodPage;
 pub use recording::RecordingPage;
+pub use search::SearchPage;
 pub use session::SessionPage;
