@@ -1,7 +1,8 @@
 //! The commands a session's shell ran, on its page (`components/commands.rs`): alice marks her
 //! prompt with the OSC 133 marks (as the debug image's profile does), runs a command and ends
 //! her session; her session page lists the command with its moment in the recording, and its
-//! link opens the player at that moment, the command on its screen.
+//! link opens the player at that moment, the command on its screen. Then the recording search
+//! finds it (`search.rs`, on the same session).
 
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{Browser, ChromeDriver, WebServer, UI_WAIT};
@@ -49,7 +50,7 @@ async fn listed(b: &Browser) -> anyhow::Result<Vec<Row>> {
 }
 
 /// Seconds of a clock's `m:ss` or `h:mm:ss`.
-fn seconds(clock: &str) -> Option<u64> {
+pub(super) fn seconds(clock: &str) -> Option<u64> {
     clock
         .trim()
         .split(':')
@@ -57,7 +58,7 @@ fn seconds(clock: &str) -> Option<u64> {
 }
 
 /// The rows the player's screen shows, as text (its no-break spaces as spaces).
-async fn player_rows(b: &Browser) -> anyhow::Result<Vec<String>> {
+pub(super) async fn player_rows(b: &Browser) -> anyhow::Result<Vec<String>> {
     let rows = b
         .js("return [...document.querySelectorAll('[data-testid=player] .player-screen .xterm-rows > div')] \
                .map(d => d.textContent.replace(/\\u00a0/g, ' '))")
@@ -66,7 +67,7 @@ async fn player_rows(b: &Browser) -> anyhow::Result<Vec<String>> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_session_page_lists_the_commands_the_shell_ran() -> anyhow::Result<()> {
+async fn the_commands_the_shell_ran_are_listed_and_found_by_search() -> anyhow::Result<()> {
     let (server, ns, _dir) = server_with_pod("prod", "flight", "bg-commands").await?;
     let result = async {
         let driver = ChromeDriver::start().await?;
@@ -96,6 +97,16 @@ async fn the_session_page_lists_the_commands_the_shell_ran() -> anyhow::Result<(
             .context("the panel links to the session page")?;
         let checked = commands_listed(&server, &alice, &session).await;
         alice.explain(checked).await?;
+        let found = super::search::found_and_opened(
+            &server,
+            &alice,
+            &session,
+            "echo listed",
+            COMMAND,
+            "listed-42",
+        )
+        .await;
+        alice.explain(found).await?;
         alice.close().await
     }
     .await;

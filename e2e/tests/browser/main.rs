@@ -574,6 +574,7 @@ mod commands;
 mod locks;
 mod notifications;
 mod player;
+mod search;
 mod step_up;
 mod terminal_screen;
 mod walkthrough;
