@@ -36,8 +36,8 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 /// The words of query `q`, checked: at least one, at most [`MAX_QUERY_WORDS`], and `q` at most
-/// [`MAX_QUERY_CHARS`] long. A line matches when it holds every word (as a word or within
-/// one, in any order).
+/// [`MAX_QUERY_CHARS`] long. A line matches when it holds every word, in any order, as a
+/// word or a word's beginning (the index finds words by their beginnings).
 pub fn query_words(q: &str) -> Result<Vec<String>, FieldError> {
     let err = |message: String| FieldError {
         field: "q",
