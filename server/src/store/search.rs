@@ -150,19 +150,12 @@ impl SearchStore for crate::store::SqliteStore {
     }
 
     async fn pending_count(&self) -> Result<i64, StoreError> {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM breakglass_recording_pending")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(n)
+        pending_count(&self.pool).await
     }
 
     async fn store_index(&self, index: &IndexedRecording) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let queued = sqlx::query("DELETE FROM breakglass_recording_pending WHERE session_id = $1")
-            .bind(index.session_id)
-            .execute(&mut *tx)
-            .await?;
-        if queued.rows_affected() == 0 {
+        if !take_queued(&mut tx, index.session_id).await? {
             return Ok(false);
         }
         sqlx::query(
@@ -270,19 +263,12 @@ impl SearchStore for crate::store::PostgresStore {
     }
 
     async fn pending_count(&self) -> Result<i64, StoreError> {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM breakglass_recording_pending")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(n)
+        pending_count(&self.pool).await
     }
 
     async fn store_index(&self, index: &IndexedRecording) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let queued = sqlx::query("DELETE FROM breakglass_recording_pending WHERE session_id = $1")
-            .bind(index.session_id)
-            .execute(&mut *tx)
-            .await?;
-        if queued.rows_affected() == 0 {
+        if !take_queued(&mut tx, index.session_id).await? {
             return Ok(false);
         }
         sqlx::query("DELETE FROM breakglass_recording_chunks WHERE session_id = $1")
@@ -335,19 +321,37 @@ impl SearchStore for crate::store::PostgresStore {
             })
             .collect::<Vec<_>>()
             .join(" & ");
+        // Two materialised steps: the chunks holding the terms, then the page, chosen by id
+        // alone, so only the page's own chunks' texts are read out of TOAST, not those of every
+        // chunk a common word matches. Left as one query, the planner may walk the primary key
+        // backwards for `ORDER BY id DESC LIMIT` past thousands of chunks holding none of the
+        // terms. The first step always goes through the GIN index: for a word on nearly every
+        // screen the planner would rather scan the table, but that scan parses each chunk's
+        // terms again (2.3 s at 1,000 recordings), where the index's bitmap needs no parsing.
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
-            "SELECT c.id, c.session_id, c.kind, c.lines_ms, c.body \
-             FROM breakglass_recording_chunks c \
-             JOIN breakglass_sessions s ON s.id = c.session_id \
-             WHERE to_tsvector('simple'::regconfig, c.words) @@ to_tsquery('simple', ",
+            "WITH hit AS MATERIALIZED (SELECT id, session_id FROM breakglass_recording_chunks \
+             WHERE to_tsvector('simple'::regconfig, words) @@ to_tsquery('simple', ",
         );
-        q.push_bind(matching).push(")");
+        q.push_bind(matching).push(
+            ")), page AS MATERIALIZED (SELECT hit.id FROM hit \
+             JOIN breakglass_sessions s ON s.id = hit.session_id WHERE TRUE",
+        );
         if let Some(below) = below {
-            q.push(" AND c.id < ").push_bind(below);
+            q.push(" AND hit.id < ").push_bind(below);
         }
         push_readable(&mut q, readable);
-        q.push(" ORDER BY c.id DESC LIMIT ").push_bind(limit);
-        Ok(q.build_query_as().fetch_all(&self.pool).await?)
+        q.push(" ORDER BY hit.id DESC LIMIT ").push_bind(limit);
+        q.push(
+            ") SELECT c.id, c.session_id, c.kind, c.lines_ms, c.body \
+             FROM page JOIN breakglass_recording_chunks c ON c.id = page.id ORDER BY c.id DESC",
+        );
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET LOCAL enable_seqscan = off")
+            .execute(&mut *tx)
+            .await?;
+        let found = q.build_query_as().fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(found)
     }
 
     async fn index_stats(&self) -> Result<IndexStats, StoreError> {
@@ -386,6 +390,40 @@ where
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+/// How many recordings wait (both engines).
+async fn pending_count<DB>(pool: &sqlx::Pool<DB>) -> Result<i64, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
+{
+    let (n,): (i64,) =
+        sqlx::query_as::<DB, (i64,)>("SELECT COUNT(*) FROM breakglass_recording_pending")
+            .fetch_one(pool)
+            .await?;
+    Ok(n)
+}
+
+/// Takes the recording off the queue in `tx`: false when it was not on it (another replica
+/// stored it first, or it was queued again and taken since), and then nothing is stored.
+async fn take_queued<DB>(tx: &mut sqlx::Transaction<'_, DB>, id: Uuid) -> Result<bool, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> Uuid: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> (Uuid,): sqlx::FromRow<'r, DB::Row>,
+{
+    let queued: Option<(Uuid,)> = sqlx::query_as::<DB, (Uuid,)>(
+        "DELETE FROM breakglass_recording_pending WHERE session_id = $1 RETURNING session_id",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(queued.is_some())
 }
 
 /// The recording's row in the list of those indexed (replacing an earlier version's).
