@@ -54,6 +54,11 @@ FIGURES = {
     # e2e/benches/export.rs
     "export-memory-sqlite": (("peak",), 1, 1),
     "export-memory-postgres": (("peak",), 1, 1),
+    # e2e/benches/search.rs
+    "search-index-sqlite": (("total",), 3, 2),
+    "search-query-sqlite": (("p99",), 3, 2),
+    "search-index-postgres": (("total",), 3, 2),
+    "search-query-postgres": (("p99",), 3, 2),
 }
 
 # What e2e/src/bench.rs writes for the numbers JSON has none for; `null` is what reports

@@ -56,6 +56,7 @@ BENCHES=(
   "breakglass-e2e:notify"
   "breakglass-e2e:export"
   "breakglass-e2e:sweep"
+  "breakglass-e2e:search"
 )
 for b in "${BENCHES[@]}"; do
   pkg=${b%%:*} name=${b#*:}
