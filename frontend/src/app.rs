@@ -171,7 +171,7 @@ fn Topbar() -> impl IntoView {
             <nav class="nav" aria-label="Main">
                 <A href=links::home() exact=true>"Home"</A>
                 <A href=links::ops_wall()>"Ops wall"</A>
-                <A href=links::recording_search()>"Search recordings"</A>
+                <A href=links::recording_search()>"Search"</A>
                 <A href=links::account()>"Account"</A>
                 {move || auth.me.with(|m| m.environments.iter().any(|e| e.permissions.terminate)).then(|| view! {
                     <A href=links::deliveries()>"Deliveries"</A>
