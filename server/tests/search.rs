@@ -259,3 +259,47 @@ async fn a_bad_query_names_its_field_and_strangers_are_refused() {
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{b}");
     }
 }
+
+/// A search pages through its candidates: the index holds each word's first four characters,
+/// so hundreds of newer chunks that share `paym` with the word asked (`payments`) but not the
+/// word itself come first, and do not hide the older recording that holds it.
+#[tokio::test]
+async fn a_search_pages_past_chunks_that_share_only_the_term() {
+    for s in common::servers().await {
+        let b = s.backend;
+        let indexer = Indexer::new(s.ctx.store.clone(), s.ctx.recorder.clone());
+        let older = ended(
+            &s,
+            "alice",
+            "dev",
+            Some(cast(&[(1.5, Code::Output, "payments settled\r\n")])),
+        )
+        .await;
+        // Indexed one after the other, so the newer recording's chunks are the newer ones.
+        assert_eq!(indexer.drain().await, 1, "{b}");
+        // More than one page of candidates: 27,000 lines in chunks of at most 128.
+        let ledger: String = (0..27_000)
+            .map(|i| format!("paymaster ledger {i:05}\r\n"))
+            .collect();
+        let newer = ended(
+            &s,
+            "alice",
+            "dev",
+            Some(cast(&[(2.0, Code::Output, &ledger)])),
+        )
+        .await;
+        assert_eq!(indexer.drain().await, 1, "{b}");
+        let alice = s.login("alice").await;
+
+        let (status, body) = search(&s, &alice, "q=payments").await;
+        assert_eq!(status, StatusCode::OK, "{b}: {body}");
+        assert_eq!(found_ids(&body), [older.to_string()], "{b}: {body}");
+        assert_eq!(body["sessions"][0]["hits"][0]["at"], 1.5, "{b}: {body}");
+        let (_, body) = search(&s, &alice, "q=paymaster+26999").await;
+        assert_eq!(found_ids(&body), [newer.to_string()], "{b}: {body}");
+        assert_eq!(
+            body["sessions"][0]["hits"][0]["text"], "paymaster ledger 26999",
+            "{b}: {body}"
+        );
+    }
+}
