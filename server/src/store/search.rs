@@ -327,7 +327,7 @@ impl SearchStore for crate::store::PostgresStore {
         // backwards for `ORDER BY id DESC LIMIT` past thousands of chunks holding none of the
         // terms. The first step always goes through the GIN index: for a word on nearly every
         // screen the planner would rather scan the table, but that scan parses each chunk's
-        // terms again (2.3 s at 1,000 recordings), where the index's bitmap needs no parsing.
+        // terms again (seconds at 1,000 recordings); the index's bitmap needs no parsing.
         let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new(
             "WITH hit AS MATERIALIZED (SELECT id, session_id FROM breakglass_recording_chunks \
              WHERE to_tsvector('simple'::regconfig, words) @@ to_tsquery('simple', ",
