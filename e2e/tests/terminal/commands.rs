@@ -32,7 +32,13 @@ async fn each_command_of_a_marked_prompt_is_a_marker_in_the_recording() {
         "echo marked-$((2+3)) >/dev/null; ecgo\x7f\x7fho typed-fixed\r",
     )
     .await;
-    let ran = read_while(&mut term, |s| s.text.contains("typed-fixed\r\n")).await;
+    // Up to the prompt after it: a line typed before that prompt shows is typed ahead.
+    let ran = read_while(&mut term, |s| {
+        s.text
+            .split_once("typed-fixed\r\n")
+            .is_some_and(|(_, after)| after.contains("debug $ "))
+    })
+    .await;
     assert!(ran.closed.is_none(), "{ran:?}");
     // Typed ahead while the shell is busy: its echo comes before the prompt that reads it, so
     // it is not taken for a command (and neither is its output).
