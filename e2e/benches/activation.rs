@@ -1,5 +1,6 @@
 //! Approve → `Active` through the server against the baseline DESIGN.md section 13 names:
-//! the same ephemeral container added directly as the cluster's admin (target: p95 at most 2x).
+//! the same ephemeral container added directly as the cluster's admin (target: p95 at most
+//! 1.2x, issue 36; it was 2x before).
 //!
 //! Production-like: the environment is a Flight one, so alice's request waits and bob's
 //! approval is the start of each measurement; it ends when the session's `Active` change
@@ -7,8 +8,11 @@
 //! the pod's ephemeral containers and waits on a watch (`kube::runtime::wait::await_condition`,
 //! the wait the server's own activation uses) until the container runs. Neither side polls.
 //!
-//! Sizes: 50 activations one after another (the figure), then the cost growth with 5 and 10
-//! approved at once (two rounds each), both sides alike.
+//! Sizes: 200 activations one after another (the figure), then the cost growth with 5 and 10
+//! approved at once (two rounds each), both sides alike. Both sides' tails come mostly from the
+//! test control plane (a list right after a write waits for the API server's watch cache now
+//! and then, about 50 ms), so the figure takes 200 of each: with 50, the p95 ratio of four runs
+//! in a row spread from 0.56x to 1.10x.
 #![allow(clippy::unwrap_used)]
 
 #[path = "common/sse.rs"]
@@ -32,7 +36,7 @@ const BOUND: Duration = Duration::from_secs(60);
 
 #[tokio::main]
 async fn main() {
-    let sequential = if bench::short() { 4 } else { 50 };
+    let sequential = if bench::short() { 4 } else { 200 };
     let at_once: Vec<(usize, usize)> = bench::sizes(&[(5, 2), (10, 2)], &[(2, 1)]);
     let per_side = 1 + sequential + at_once.iter().map(|(k, rounds)| k * rounds).sum::<usize>();
 
@@ -78,7 +82,7 @@ async fn main() {
         bob,
         ns: ns.name().to_string(),
         rx,
-        last: None,
+        done: Vec::new(),
     };
 
     // One unmeasured activation each: the watch connections, the server's first recording.
@@ -102,12 +106,12 @@ async fn main() {
                 .size(&size)
                 .baseline_is("the ephemeral container added directly, watched until it runs");
             if k == 1 && stat == "p95" {
-                fig = fig.target(Target::RatioAtMost(2.0));
+                fig = fig.target(Target::RatioAtMost(1.2));
             }
             bench::report(&fig);
         }
         if k == 1 {
-            ours.print_steps().await;
+            ours.print_steps(&server.log_text()).await;
         }
     }
     // Before the server goes: its end would end the stream, which the reader reports.
@@ -142,8 +146,8 @@ struct Ours {
     bob: ApiClient,
     ns: String,
     rx: mpsc::UnboundedReceiver<sse::Arrival>,
-    /// The last session activated.
-    last: Option<String>,
+    /// The sessions of the last batches, for their steps.
+    done: Vec<String>,
 }
 
 impl Ours {
@@ -198,38 +202,72 @@ impl Ours {
         tokio::time::timeout(BOUND, wait)
             .await
             .unwrap_or_else(|_| panic!("sessions {ids:?} not all Active within {BOUND:?}"));
-        self.last = ids.pop();
+        self.done.extend(ids);
         took
     }
 
-    /// Where the last activation's time went, from its audit trail: each event's time after
-    /// the approval (the server's own clock).
-    async fn print_steps(&self) {
-        let Some(id) = &self.last else { return };
-        let d = self.alice.session(id).await.unwrap();
-        let at = |e: &serde_json::Value| {
-            time::OffsetDateTime::parse(
-                e["at"].as_str().unwrap_or_default(),
-                &time::format_description::well_known::Rfc3339,
-            )
-            .ok()
-        };
-        let events = d["events"].as_array().cloned().unwrap_or_default();
-        let Some(start) = events.iter().find(|e| e["kind"] == "approve").and_then(at) else {
-            return;
-        };
-        let steps: Vec<String> = events
-            .iter()
-            .filter_map(|e| {
-                let t = at(e)?;
-                let what = match e["detail"].as_str() {
-                    Some(d) => format!("{} ({d})", e["kind"].as_str().unwrap_or("?")),
-                    None => e["kind"].as_str().unwrap_or("?").to_string(),
+    /// Where the activations' time went (the profile), from their audit trails: each step's
+    /// p50 and p95 after the approval (the server's own clock), over the sessions since the
+    /// last call; and the cluster steps the server had to retry (its debug log), by step.
+    async fn print_steps(&mut self, log: &str) {
+        let mut after: HashMap<String, Vec<f64>> = HashMap::new();
+        for id in std::mem::take(&mut self.done) {
+            let d = self.alice.session(&id).await.unwrap();
+            let at = |e: &serde_json::Value| {
+                time::OffsetDateTime::parse(
+                    e["at"].as_str().unwrap_or_default(),
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .ok()
+            };
+            let events = d["events"].as_array().cloned().unwrap_or_default();
+            let Some(start) = events.iter().find(|e| e["kind"] == "approve").and_then(at) else {
+                continue;
+            };
+            for e in &events {
+                let Some(t) = at(e).filter(|t| *t >= start) else {
+                    continue;
                 };
-                (t >= start)
-                    .then(|| format!("{what} +{:.1} ms", (t - start).as_seconds_f64() * 1000.0))
+                // A progress step by its kind (its detail is the step as JSON).
+                let kind = e["kind"].as_str().unwrap_or("?");
+                let step = e["detail"]
+                    .as_str()
+                    .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+                    .map(|d| match d["kind"].as_str() {
+                        Some(k) => k.to_string(),
+                        // The recording's stored version has no kind: {key, version, sha256, bytes}.
+                        None if d.get("sha256").is_some() => "recording_stored".to_string(),
+                        None => d.to_string(),
+                    });
+                let kind = match step {
+                    Some(step) if kind == "progress" => step,
+                    _ => kind.to_string(),
+                };
+                let ms = (t - start).as_seconds_f64() * 1000.0;
+                after.entry(kind).or_default().push(ms);
+            }
+        }
+        let mut steps: Vec<(f64, String)> = after
+            .into_iter()
+            .map(|(kind, times)| {
+                let d = Dist::from_values(times);
+                let line = format!("{kind} +{:.1}/+{:.1} ms", d.p(0.5), d.p(0.95));
+                (d.p(0.5), line)
             })
             .collect();
-        println!("  steps of the last activation: {}", steps.join(", "));
+        steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let steps: Vec<String> = steps.into_iter().map(|(_, l)| l).collect();
+        println!("  steps after the approval (p50/p95): {}", steps.join(", "));
+        let mut retried: HashMap<&str, usize> = HashMap::new();
+        for line in log.lines().filter(|l| l.contains("cluster step retried")) {
+            // "refused to <step> (<code>): ..." or "unreachable while trying to <step>: ...".
+            let step = ["refused to ", "trying to "]
+                .iter()
+                .find_map(|p| line.split(p).nth(1))
+                .and_then(|r| r.split(": ").next())
+                .unwrap_or("?");
+            *retried.entry(step).or_default() += 1;
+        }
+        println!("  cluster steps retried (server log): {retried:?}");
     }
 }

@@ -79,6 +79,10 @@ where
         .with_total_delay(Some(budget));
     op.retry(backoff)
         .when(|e: &ClusterError| e.is_transient(forbidden_too))
+        // Each retry is time an activation or an end spends waiting: seen in the log.
+        .notify(|e: &ClusterError, after: Duration| {
+            tracing::debug!(error = %e, retry_in_ms = after.as_millis(), "cluster step retried");
+        })
         .await
 }
 
