@@ -224,6 +224,8 @@ impl Ours {
             let Some(start) = events.iter().find(|e| e["kind"] == "approve").and_then(at) else {
                 continue;
             };
+            // Each step's first time: a recording is stored again at every flush.
+            let mut seen = std::collections::HashSet::new();
             for e in &events {
                 let Some(t) = at(e).filter(|t| *t >= start) else {
                     continue;
@@ -244,7 +246,9 @@ impl Ours {
                     _ => kind.to_string(),
                 };
                 let ms = (t - start).as_seconds_f64() * 1000.0;
-                after.entry(kind).or_default().push(ms);
+                if seen.insert(kind.clone()) {
+                    after.entry(kind).or_default().push(ms);
+                }
             }
         }
         let mut steps: Vec<(f64, String)> = after
