@@ -83,7 +83,7 @@ impl Clusters {
                 if s.target_container.is_some() && !s.process_access_annotated {
                     annotate(&t).await?;
                 }
-                self.add_debug_container(&t).await?;
+                self.add_debug_container(&t, pod).await?;
             }
             Mode::Copy => self.create_copy(&t, &me).await?,
         }
@@ -142,17 +142,27 @@ impl Clusters {
         Ok(())
     }
 
-    /// Step 2, live: the ephemeral debug container.
-    async fn add_debug_container(&self, t: &Target<'_>) -> Result<(), ClusterError> {
+    /// Step 2, live: the ephemeral debug container. `read` is the pod as read at the start of
+    /// this activation: the first try decides from it whether the container is there already
+    /// (a read less on every activation); each retry reads the pod again.
+    async fn add_debug_container(&self, t: &Target<'_>, read: Pod) -> Result<(), ClusterError> {
         let (s, env) = (t.s, t.env);
         let container = debug_container_name(s);
         let ec = ephemeral_container(s, &self.debug_image);
+        let first = std::sync::Mutex::new(Some(read));
         retry(STEP_BUDGET, true, || async {
-            let pod = t
-                .pods
-                .get(&s.pod)
-                .await
-                .map_err(|e| ClusterError::from_kube(env, "read the pod", e))?;
+            let earlier = first
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            let pod = match earlier {
+                Some(pod) => pod,
+                None => t
+                    .pods
+                    .get(&s.pod)
+                    .await
+                    .map_err(|e| ClusterError::from_kube(env, "read the pod", e))?,
+            };
             if has_ephemeral(&pod, &container) {
                 return Ok(());
             }
