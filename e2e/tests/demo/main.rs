@@ -230,11 +230,13 @@ fn still_running(p: &Proc) -> bool {
 }
 
 fn port_open(port: u16) -> bool {
-    std::net::TcpStream::connect_timeout(
-        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-        Duration::from_millis(300),
-    )
-    .is_ok()
+    let to = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    match std::net::TcpStream::connect_timeout(&to, Duration::from_millis(300)) {
+        // A connect to a free port of the ephemeral range now and then picks that very port as
+        // its own and connects to itself (TCP's simultaneous open): nobody serves it then.
+        Ok(s) => s.local_addr().ok() != Some(to),
+        Err(_) => false,
+    }
 }
 
 /// Every port the demo listens on: the server's and each control plane's API server and
