@@ -75,6 +75,13 @@ async fn assets_go_out_precompressed_by_what_the_browser_accepts() {
         ("/env/prod", Some("br, gzip"), "br", "index-br"),
         ("/env/prod", Some("gzip"), "gzip", "index-gz"),
         ("/env/prod", None, "", "<html>index</html>"),
+        // A pod's name may hold a dot: still a deep link.
+        (
+            "/env/prod/ns/shop/pod/web.js",
+            None,
+            "",
+            "<html>index</html>",
+        ),
     ];
     for (path, accept, encoding, body) in cases {
         let (status, got_encoding, vary, got_body) = get(&app, path, accept).await;
@@ -92,5 +99,40 @@ async fn assets_go_out_precompressed_by_what_the_browser_accepts() {
                 "{path} {accept:?}: Vary {vary:?}"
             );
         }
+    }
+}
+
+/// A file of the build that is not there (a chunk a deploy removed) is a 404, not the app's
+/// page: the browser's fetch of it fails plainly and the page can say so.
+#[tokio::test]
+async fn a_missing_build_file_is_not_found() {
+    let s = common::server("sqlite", None).await;
+    let dist = s.dir.path().join("dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    std::fs::write(dist.join("index.html"), "<html>index</html>").unwrap();
+    let app = breakglass_server::app(breakglass_server::state::AppState(s.ctx.clone()));
+    for path in [
+        "/split_ops_wall-0123456789abcdef.wasm",
+        "/__wasm_split-0123456789abcdef.js",
+        "/main-0123.css",
+        "/vendor/xterm.mjs",
+        "/snippets/x/src/webauthn.js",
+    ] {
+        let (status, _, _, _) = get(&app, path, Some("br, gzip")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+    }
+    for path in [
+        "/",
+        "/ops-wall",
+        "/sessions/0193",
+        "/env/prod/ns/shop/pod/a.b.wasm",
+    ] {
+        let (status, _, _, body) = get(&app, path, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            "<html>index</html>",
+            "{path}"
+        );
     }
 }

@@ -194,14 +194,27 @@ pub fn app(state: AppState) -> Router {
     // The build writes a `.br` and a `.gz` beside each asset (frontend/precompress.mjs), so the
     // first page goes out at brotli's best ratio without compressing on every request; a
     // browser that accepts neither, or a file without them, gets the file as it is.
+    let index = ServeFile::new(index)
+        .precompressed_br()
+        .precompressed_gzip();
+    // Any other path is one of the app's addresses (a deep link), answered with its page; but
+    // a file of the build that is not there is a 404, so a chunk a deploy removed fails its
+    // fetch plainly (the page offers to try again) instead of arriving as HTML.
+    let fallback = tower::service_fn(move |req: Request| {
+        let index = index.clone();
+        async move {
+            if is_build_file(req.uri().path()) {
+                return Ok::<_, std::convert::Infallible>(StatusCode::NOT_FOUND.into_response());
+            }
+            Ok(tower::ServiceExt::oneshot(index, req)
+                .await?
+                .into_response())
+        }
+    });
     let frontend = ServeDir::new(&state.config.static_dir)
         .precompressed_br()
         .precompressed_gzip()
-        .fallback(
-            ServeFile::new(index)
-                .precompressed_br()
-                .precompressed_gzip(),
-        );
+        .fallback(fallback);
     // ServeDir does not say so itself: without it a shared cache could hand the brotli body
     // to a browser that asked for gzip.
     let frontend = tower_http::set_header::SetResponseHeader::appending(
@@ -232,6 +245,25 @@ pub fn app(state: AppState) -> Router {
         ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Whether `path` names a file of the frontend's build: a wasm, script, stylesheet or
+/// compressed file at the root or under `vendor/` or `snippets/`. The app's own addresses have
+/// more segments (a pod's name may hold a dot) or no extension.
+fn is_build_file(path: &str) -> bool {
+    let rest = path.trim_start_matches('/');
+    let in_build_dir =
+        !rest.contains('/') || rest.starts_with("vendor/") || rest.starts_with("snippets/");
+    let extension = rest
+        .rsplit('/')
+        .next()
+        .and_then(|name| name.rsplit_once('.'))
+        .map(|(_, ext)| ext);
+    in_build_dir
+        && matches!(
+            extension,
+            Some("wasm" | "js" | "mjs" | "css" | "map" | "br" | "gz")
+        )
 }
 
 async fn count_requests(
