@@ -201,9 +201,13 @@ export async function shrink(dir) {
 
   // Exports the glue reads as `wasm.NAME` and nowhere else by name; any other (`memory` is
   // also a word in the glue's text, a marker nobody reads) keeps its name.
+  // The chunk loader (wasm.mjs) takes the memory, the table and the shared exports by name.
+  const loader = files.filter((f) => /^__wasm_split.*\.js$/.test(f))
+    .map((f) => readFileSync(join(dir, f), "utf8")).join("\n");
   const exp = exports(wasm);
   let m = 0;
   const exportEntries = exp.entries.map((e) => {
+    if (new RegExp(`(?<![\\w$])${escape(e.field)}(?![\\w$])`).test(loader)) return e;
     const word = new RegExp(`(?<![\\w$])${escape(e.field)}(?![\\w$])`, "g");
     const member = new RegExp(`(?<![\\w$])wasm\\.${escape(e.field)}(?![\\w$])`, "g");
     const uses = glue.match(member)?.length ?? 0;

@@ -157,7 +157,7 @@ CP_T=$(date +%s%N)
 
 # The frontend is rebuilt only when one of its inputs is newer than the last build.
 frontend_inputs=(frontend/src frontend/index.html frontend/Cargo.toml frontend/package-lock.json
-  style shared/src shared/Cargo.toml Cargo.lock Trunk.toml rust-toolchain.toml)
+  frontend/wasm.mjs frontend/post-build.mjs frontend/shrink.mjs frontend/precompress.mjs style shared/src shared/Cargo.toml Cargo.lock Trunk.toml rust-toolchain.toml)
 step "frontend (trunk build --release)"
 if [[ -f frontend/dist/index.html ]] \
    && [[ -z $(find "${frontend_inputs[@]}" -newer frontend/dist/index.html -print -quit 2>/dev/null) ]]; then

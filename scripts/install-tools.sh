@@ -6,6 +6,7 @@
 #   - trunk 0.21.14                        -> $BREAKGLASS_CACHE/tools/bin   (cargo install --locked)
 #   - wasm-bindgen-cli == wasm-bindgen in Cargo.lock -> same bin dir   (cargo install, NOT --locked:
 #     its own lockfile pins a crate version our registry lacks)
+#   - wasm-split-cli 0.2.4 (crate wasm_split_cli_support) -> same bin dir   (cargo install --locked)
 #   - npm ci in frontend/: binaryen 132 (wasm-opt), terser 5 (frontend/shrink.mjs), @xterm/xterm 6,
 #     @xterm/addon-fit 0.11
 #
@@ -94,6 +95,20 @@ else
       --root "$TOOLS_ROOT" --target-dir "$TOOLS_BUILD/wasm-bindgen"
 fi
 
+# --- 3b. wasm-split-cli (cuts the wasm into chunks loaded on first use, frontend/wasm.mjs) ------
+# Its binary has no --version; a stamp beside it records the version installed.
+WASM_SPLIT_VERSION=0.2.4
+stamp="$TOOLS_ROOT/wasm-split-cli.version"
+if [ -x "$TOOLS_BIN/wasm-split-cli" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$WASM_SPLIT_VERSION" ]; then
+  log "wasm-split-cli $WASM_SPLIT_VERSION: present"
+else
+  log "wasm-split-cli: installing $WASM_SPLIT_VERSION"
+  timed "cargo install wasm_split_cli_support@$WASM_SPLIT_VERSION" \
+    cargo install --locked "wasm_split_cli_support@$WASM_SPLIT_VERSION" --features build-binary --force \
+      --root "$TOOLS_ROOT" --target-dir "$TOOLS_BUILD/wasm-split"
+  echo "$WASM_SPLIT_VERSION" >"$stamp"
+fi
+
 # --- 4. npm packages (wasm-opt, xterm.js) -----------------------------------------------------
 stamp="$FRONTEND_DIR/node_modules/.breakglass-lock.sha256"
 want=$(sha256sum "$FRONTEND_DIR/package-lock.json" | awk '{print $1}')
@@ -111,6 +126,7 @@ source "$REPO_ROOT/scripts/env.sh"
 log "trunk:        $(command -v trunk) -> $(trunk --version)"
 log "wasm-bindgen: $(command -v wasm-bindgen) -> $(wasm-bindgen --version)"
 log "wasm-opt:     $(command -v wasm-opt) -> $(wasm-opt --version)"
+log "wasm-split:   $(command -v wasm-split-cli) -> $(cat "$TOOLS_ROOT/wasm-split-cli.version")"
 [ "$(wasm-opt --version | awk '{print $3}')" = 132 ] || die "wasm-opt on PATH is not binaryen 132"
 
 cat <<MSG

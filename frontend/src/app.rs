@@ -129,14 +129,14 @@ fn AppRoutes() -> impl IntoView {
     let route = provide_route();
     dynv(move || match route.get() {
         Route::Home => view! { <pages::Home/> }.into_any(),
-        Route::OpsWall => view! { <pages::OpsWall/> }.into_any(),
-        Route::Account => view! { <pages::AccountPage/> }.into_any(),
-        Route::Deliveries => view! { <pages::DeliveriesPage/> }.into_any(),
-        Route::RecordingSearch => view! { <pages::SearchPage/> }.into_any(),
-        Route::Environment | Route::Namespace => view! { <pages::EnvironmentPage/> }.into_any(),
+        Route::OpsWall => pages::chunks::ops_wall(),
+        Route::Account => pages::chunks::account(),
+        Route::Deliveries => pages::chunks::deliveries(),
+        Route::RecordingSearch => pages::chunks::search(),
+        Route::Environment | Route::Namespace => pages::chunks::environment(),
         Route::Pod => view! { <pages::PodPage/> }.into_any(),
-        Route::Session => view! { <pages::SessionPage/> }.into_any(),
-        Route::Recording => view! { <pages::RecordingPage/> }.into_any(),
+        Route::Session => pages::chunks::session(),
+        Route::Recording => pages::chunks::recording(),
         Route::NotFound => view! { <pages::NotFound/> }.into_any(),
     })
 }

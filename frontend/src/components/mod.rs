@@ -2,12 +2,14 @@
 
 pub mod actions;
 pub mod breadcrumb;
+pub mod chunk;
 pub mod commands;
 pub mod common;
 pub mod debug_form;
 pub mod env_lock;
 pub mod extension;
 pub mod guardrails;
+pub mod lazy;
 pub mod player;
 pub mod queue_strip;
 pub mod session_card;

@@ -14,8 +14,7 @@ use crate::components::actions::SessionActions;
 use crate::components::common::{
     dynv, focus_lost, refocus_if_lost, Age, ErrorNotice, Loading, TimeLeft,
 };
-use crate::components::terminal::Terminal;
-use crate::components::watch::Watch;
+use crate::components::lazy::{LazyTerminal, LazyWatch};
 use crate::fetch::{fetch, Fetch};
 use crate::format;
 use crate::live::use_live;
@@ -163,7 +162,7 @@ pub fn SessionPanel(
                     .into_any(),
             })}
             <Show when=move || terminal_seen.get()>
-                <Terminal session_id=id active=active ended=ended/>
+                <LazyTerminal session_id=id active=active ended=ended/>
             </Show>
             {dynv(move || {
                 session.get().filter(|s| s.state == SessionState::Active && !auth.is_requester(s)).map(|s| view! {
@@ -180,7 +179,7 @@ pub fn SessionPanel(
                 </div>
             </Show>
             <Show when=move || watching.get()>
-                <Watch session_id=id requester=requester.get_untracked() active=active/>
+                <LazyWatch session_id=id requester=requester.get_untracked() active=active/>
             </Show>
             {dynv(move || (with_events && session.with(Option::is_some)).then(|| view! { <Events detail=detail/> }))}
         </section>

@@ -1,6 +1,7 @@
 //! One module per route (the shell, `app.rs`, holds the route table).
 
 mod account;
+pub mod chunks;
 mod deliveries;
 mod environment;
 mod home;

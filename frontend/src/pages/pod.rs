@@ -13,10 +13,10 @@ use crate::components::breadcrumb::{Breadcrumb, Crumb};
 use crate::components::common::{dynv, Loading, TierBadge};
 use crate::components::debug_form::DebugForm;
 use crate::components::env_lock::EnvLock;
-use crate::components::session_panel::SessionPanel;
 use crate::fetch::fetch;
 use crate::format;
 use crate::live::use_live;
+use crate::pages::chunks::LazySessionPanel;
 use crate::title::set_title;
 
 /// A pod's page.
@@ -177,7 +177,7 @@ fn PodView(env: String, ns: String, pod: String) -> impl IntoView {
                 }
                 match current.get() {
                     Some(id) => view! {
-                        <SessionPanel id=id with_events=true/>
+                        <LazySessionPanel id=id/>
                         <NewRequest id=id current=current/>
                     }
                         .into_any(),
