@@ -20,6 +20,9 @@
 //! `watching.rs`: an approver watches a running session live and read-only while the
 //! requester's page names him, and a moderated session's input waits for him.
 //!
+//! `chunks.rs`: home loads only the main wasm module; a page in a chunk loads it on first use,
+//! and a chunk that cannot be fetched says so and loads on **Try again**.
+//!
 //! `commands.rs`: a session's page lists the commands its marked prompt ran, each a link that
 //! opens the player at its moment.
 //!
@@ -570,6 +573,7 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
 }
 
 mod approvals;
+mod chunks;
 mod commands;
 mod locks;
 mod notifications;
