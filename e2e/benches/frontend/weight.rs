@@ -145,7 +145,7 @@ pub async fn run(dist: &Path, driver: &ChromeDriver) {
             .size(size)
             .baseline_is(BASELINE_IS);
         bench::report(&if i == 0 {
-            fig.target(Target::AtMost(300.0))
+            fig.target(Target::AtMost(150.0))
         } else {
             fig
         });
