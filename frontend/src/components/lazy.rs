@@ -20,35 +20,17 @@ fn watch_chunk(session_id: Uuid, requester: String, active: Signal<bool>) -> Chu
     built(|| view! { <Watch session_id=session_id requester=requester active=active/> })
 }
 
-/// The live terminal (`components::terminal::Terminal`), loaded on first use.
-#[component]
-pub fn LazyTerminal(
-    /// The session.
-    session_id: Uuid,
-    /// Whether the session is active.
-    #[prop(into)]
-    active: Signal<bool>,
-    /// Once the session is over: why, as a sentence.
-    #[prop(into)]
-    ended: Signal<Option<String>>,
-) -> impl IntoView {
+/// The live terminal (`components::terminal::Terminal`, whose props these are), loaded on
+/// first use.
+pub fn terminal(session_id: Uuid, active: Signal<bool>, ended: Signal<Option<String>>) -> AnyView {
     on_first_use("the terminal", None, terminal_preload, move || {
         terminal_chunk(session_id, active, ended)
     })
 }
 
-/// The live view of someone else's terminal (`components::watch::Watch`), loaded on first use.
-#[component]
-pub fn LazyWatch(
-    /// The session watched.
-    session_id: Uuid,
-    /// Its requester.
-    #[prop(into)]
-    requester: String,
-    /// Whether the session is still active.
-    #[prop(into)]
-    active: Signal<bool>,
-) -> impl IntoView {
+/// The live view of someone else's terminal (`components::watch::Watch`, whose props these
+/// are), loaded on first use.
+pub fn watch(session_id: Uuid, requester: String, active: Signal<bool>) -> AnyView {
     on_first_use("the live view", None, watch_preload, move || {
         watch_chunk(session_id, requester.clone(), active)
     })

@@ -14,7 +14,7 @@ use crate::components::actions::SessionActions;
 use crate::components::common::{
     dynv, focus_lost, refocus_if_lost, Age, ErrorNotice, Loading, TimeLeft,
 };
-use crate::components::lazy::{LazyTerminal, LazyWatch};
+use crate::components::lazy;
 use crate::fetch::{fetch, Fetch};
 use crate::format;
 use crate::live::use_live;
@@ -162,7 +162,7 @@ pub fn SessionPanel(
                     .into_any(),
             })}
             <Show when=move || terminal_seen.get()>
-                <LazyTerminal session_id=id active=active ended=ended/>
+                {lazy::terminal(id, active, ended)}
             </Show>
             {dynv(move || {
                 session.get().filter(|s| s.state == SessionState::Active && !auth.is_requester(s)).map(|s| view! {
@@ -179,7 +179,7 @@ pub fn SessionPanel(
                 </div>
             </Show>
             <Show when=move || watching.get()>
-                <LazyWatch session_id=id requester=requester.get_untracked() active=active/>
+                {lazy::watch(id, requester.get_untracked(), active)}
             </Show>
             {dynv(move || (with_events && session.with(Option::is_some)).then(|| view! { <Events detail=detail/> }))}
         </section>
