@@ -7,6 +7,13 @@ and checks that the table is whole.
                                              missing, unregistered, reported twice, or whose
                                              baseline, value or ratio is zero, infinite or NaN
     scripts/bench-table.py --self-test       the check's own tests (scripts/bench.sh runs them)
+    scripts/bench-table.py --agree PREV LAST exit 1, naming each row, unless every row of two
+                                             runs of a bench has its ratio within 5 % of the
+                                             other's (scripts/bench.sh runs a bench again
+                                             until two runs in a row agree)
+    scripts/bench-table.py --annotate PREV LAST --runs N
+                                             LAST's rows as JSON lines, each with its spread
+                                             from PREV and the runs it took
 
 FIGURES below is the one list of the rows a run must produce: a bench that adds a figure
 registers it there, or the check fails on its rows. The check judges no time; a zero, an
@@ -90,6 +97,55 @@ def fmt(v):
     return f"{v:.3g}"
 
 
+# Two runs of a bench agree when each row's ratio is within this much of the other's, relative
+# to the larger (issue #36: a figure repeated until two runs agree within 5 %).
+AGREE_WITHIN = 0.05
+
+
+def row_key(r):
+    return (r.get("id"), r.get("stat"), r.get("size"))
+
+
+def spread(a, b):
+    """How far apart two ratios are, relative to the larger; NaN when either is not a number."""
+    a, b = number(a), number(b)
+    if math.isnan(a) or math.isnan(b) or math.isinf(a) or math.isinf(b):
+        return math.nan
+    top = max(abs(a), abs(b))
+    return 0.0 if top == 0 else abs(a - b) / top
+
+
+def disagreements(prev, last, within=AGREE_WITHIN):
+    """Each row on which two runs of a bench do not agree (empty when they do): a ratio more
+    than `within` from the other run's, or a row only one of the runs has."""
+    before = {row_key(r): r for r in prev}
+    found = []
+    for r in last:
+        p = before.pop(row_key(r), None)
+        if p is None:
+            found.append(f"{row_name(r)}: not in the previous run")
+            continue
+        s = spread(p.get("ratio"), r.get("ratio"))
+        if not s <= within:
+            found.append(
+                f"{row_name(r)}: ratio {fmt(p.get('ratio'))}x, then {fmt(r.get('ratio'))}x "
+                f"({fmt(100 * s)} % apart)"
+            )
+    found += [f"{row_name(p)}: not in the last run" for p in before.values()]
+    return found
+
+
+def annotate(prev, last, runs):
+    """`last`'s rows, each with `runs` and its `spread` from the same row of `prev`."""
+    before = {row_key(r): r for r in prev}
+    out = []
+    for r in last:
+        p = before.get(row_key(r))
+        s = spread(p.get("ratio"), r.get("ratio")) if p else math.nan
+        out.append(dict(r, runs=runs, spread=None if math.isnan(s) else s))
+    return out
+
+
 def row_name(r):
     return " ".join(str(p) for p in (r.get("id"), r.get("stat"), r.get("size")) if p)
 
@@ -167,17 +223,23 @@ def read(path):
 
 
 def table(rows):
-    print("| figure | stat | size | baseline | value | unit | ratio | target | verdict |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| figure | stat | size | baseline | value | unit | ratio | target | verdict | runs, spread |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         verdict = {True: "met", False: "**missed**", None: "-"}[r.get("met")]
         baseline = fmt(r.get("baseline"))
         if r.get("baseline_is"):
             baseline += f" ({r['baseline_is']})"
+        runs = "-"
+        if r.get("runs"):
+            s = r.get("spread")
+            runs = f"{r['runs']}, " + ("-" if s is None else f"{fmt(100 * s)} %")
+            if s is not None and s > AGREE_WITHIN:
+                runs += " (unstable)"
         print(
             f"| {r.get('id')} | {r.get('stat')} | {r.get('size') or '-'} | {baseline} "
             f"| {fmt(r.get('value'))} | {r.get('unit')} | {fmt(r.get('ratio'))}x "
-            f"| {r.get('target_text') or '-'} | {verdict} |"
+            f"| {r.get('target_text') or '-'} | {verdict} | {runs} |"
         )
 
 
@@ -246,6 +308,34 @@ def self_test():
     rows[4]["stat"] = "p95"
     expect(rows, "b p95 page: stat 'p95' not registered", "b total page: missing")
 
+    # Two runs agree within 5 % on every row, or the rows that do not are named.
+    prev = whole()
+    last = [dict(r) for r in whole()]
+    last[0]["ratio"] = 1.5 * 1.04
+    if disagreements(prev, last):
+        raise AssertionError(f"4 % apart should agree: {disagreements(prev, last)}")
+    last[1]["ratio"] = 1.5 * 1.06
+    got = disagreements(prev, last)
+    if len(got) != 1 or not got[0].startswith("a p99 n=1: ratio 1.5x, then 1.59x (5.66 % apart)"):
+        raise AssertionError(f"6 % apart should not agree: {got}")
+    last = [dict(r) for r in whole()]
+    last[2]["ratio"] = math.nan
+    if not any(g.startswith("a p50 n=2") for g in disagreements(prev, last)):
+        raise AssertionError("a NaN ratio never agrees")
+    got = disagreements(prev, whole()[1:])
+    if got != ["a p50 n=1: not in the last run"]:
+        raise AssertionError(f"a row only one run has: {got}")
+    got = disagreements(whole()[1:], whole())
+    if got != ["a p50 n=1: not in the previous run"]:
+        raise AssertionError(f"a row only one run has: {got}")
+    last = [dict(r) for r in whole()]
+    last[0]["ratio"] = 3.0
+    out = annotate(whole(), last, 3)
+    if out[0]["runs"] != 3 or abs(out[0]["spread"] - 0.5) > 1e-9 or out[1]["spread"] != 0.0:
+        raise AssertionError(f"annotate: {out[:2]}")
+    # An annotated report is still whole, and renders.
+    expect(out)
+
     # The real registry: every figure has stats and a size count for both runs.
     for fid, (stats, full, short) in FIGURES.items():
         if not (stats and full > 0 and short > 0):
@@ -259,7 +349,21 @@ def main():
     ap.add_argument("--check", action="store_true",
                     help="exit 1 unless every registered row is there, finite and non-zero")
     ap.add_argument("--self-test", action="store_true", help="test the check itself")
+    ap.add_argument("--agree", nargs=2, metavar=("PREV", "LAST"),
+                    help="exit 1 unless two runs of a bench agree within 5 %% on every row")
+    ap.add_argument("--annotate", nargs=2, metavar=("PREV", "LAST"),
+                    help="LAST's rows with their spread from PREV, as JSON lines")
+    ap.add_argument("--runs", type=int, default=2, help="with --annotate: the runs it took")
     args = ap.parse_args()
+    if args.agree:
+        found = disagreements(read(args.agree[0]), read(args.agree[1]))
+        for p in found:
+            print(f"  not yet within {fmt(100 * AGREE_WITHIN)} %: {p}")
+        sys.exit(1 if found else 0)
+    if args.annotate:
+        for r in annotate(read(args.annotate[0]), read(args.annotate[1]), args.runs):
+            print(json.dumps(r))
+        return
     if args.self_test:
         self_test()
         if not args.report:

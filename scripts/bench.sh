@@ -3,7 +3,8 @@
 # run, gathered into one table (BENCHMARKS.md holds a run of it and says how to read it).
 # Installs and starts what the benchmarks need, like scripts/test.sh.
 #
-#   scripts/bench.sh            the full sizes (tens of minutes on two cores)
+#   scripts/bench.sh            the full sizes, each bench repeated until two runs agree within
+#                               5 % (an hour or more on two cores)
 #   scripts/bench.sh --short    small sizes: checks that every figure is still produced, judges
 #                               no time (scripts/test.sh runs this)
 #
@@ -58,11 +59,54 @@ BENCHES=(
   "breakglass-e2e:sweep"
   "breakglass-e2e:search"
 )
+# BENCH_TARGETS="activation frontend" runs only those (the table is then not checked whole).
+if [ -n "${BENCH_TARGETS:-}" ]; then
+  picked=()
+  for b in "${BENCHES[@]}"; do
+    for t in $BENCH_TARGETS; do [ "${b#*:}" = "$t" ] && picked+=("$b"); done
+  done
+  [ ${#picked[@]} -gt 0 ] || { echo "BENCH_TARGETS names no bench: $BENCH_TARGETS" >&2; exit 2; }
+  BENCHES=("${picked[@]}")
+fi
+
+# The full run repeats each bench until two runs in a row agree within 5 % on every row's
+# ratio (scripts/bench-table.py --agree), at most BENCH_RUNS_MAX times (default 4); the last
+# run goes into the report with the runs it took and its spread from the run before, and a row
+# that never settled says so in the table ("unstable"). The short mode runs each bench once.
+# Each run's figures are kept in REPORT.runs/NAME-N.jsonl.
+RUNS_MAX=${BENCH_RUNS_MAX:-4}
+# Every run's own figures stay beside the report, to compare runs afterwards.
+RUNS_DIR=${BENCH_REPORT%.jsonl}.runs
+[ -n "${BENCH_SHORT:-}" ] || { rm -rf "$RUNS_DIR" && mkdir -p "$RUNS_DIR"; }
 for b in "${BENCHES[@]}"; do
   pkg=${b%%:*} name=${b#*:}
-  step "bench $name"
-  cargo bench "${PROFILE[@]}" -p "$pkg" --bench "$name"
+  if [ -n "${BENCH_SHORT:-}" ]; then
+    step "bench $name"
+    cargo bench "${PROFILE[@]}" -p "$pkg" --bench "$name"
+    continue
+  fi
+  run=0
+  while :; do
+    run=$((run + 1))
+    step "bench $name, run $run"
+    BENCH_REPORT="$RUNS_DIR/$name-$run.jsonl" cargo bench "${PROFILE[@]}" -p "$pkg" --bench "$name"
+    [ "$run" -ge 2 ] || continue
+    if python3 scripts/bench-table.py --agree "$RUNS_DIR/$name-$((run - 1)).jsonl" "$RUNS_DIR/$name-$run.jsonl"; then
+      echo "bench $name: runs $((run - 1)) and $run agree within 5 % on every row"
+      break
+    fi
+    if [ "$run" -ge "$RUNS_MAX" ]; then
+      echo "bench $name: no two runs in a row agreed within 5 % in $run runs; the last is reported with its spread"
+      break
+    fi
+  done
+  python3 scripts/bench-table.py --annotate "$RUNS_DIR/$name-$((run - 1)).jsonl" \
+    "$RUNS_DIR/$name-$run.jsonl" --runs "$run" >>"$BENCH_REPORT"
 done
 
 step "figures (from $BENCH_REPORT)"
-python3 scripts/bench-table.py "$BENCH_REPORT" --check
+if [ -n "${BENCH_TARGETS:-}" ]; then
+  python3 scripts/bench-table.py "$BENCH_REPORT"
+else
+  python3 scripts/bench-table.py "$BENCH_REPORT" --check
+fi
