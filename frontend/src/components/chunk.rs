@@ -74,7 +74,7 @@ where
     let failed = move || {
         view! {
             <div class="notice notice-error" role="alert" data-testid="chunk-error">
-                {format!("Could not load {what}: the connection failed, or the app was updated since this page opened. ")}
+                {format!("Could not load {what}: the connection failed, or the app was updated since this page opened (then reload the page). ")}
                 <button type="button" on:click=move |_| fetch()>"Try again"</button>
             </div>
         }
