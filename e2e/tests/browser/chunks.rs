@@ -1,6 +1,7 @@
-//! The wasm cut into chunks (frontend/wasm.mjs): home loads none of them, a page in a chunk
-//! loads its own on first use, and a chunk that cannot be fetched says so with **Try again**,
-//! which loads it once it is there again (nothing else of the page breaks).
+//! The wasm cut into chunks (frontend/wasm.mjs): home and a pod's page with the Debug panel's
+//! form load none of them, a page in a chunk loads its own on first use, and a chunk that
+//! cannot be fetched says so with **Try again**, which loads it once it is there again (nothing
+//! else of the page breaks).
 
 use std::path::Path;
 
@@ -66,6 +67,16 @@ async fn pages_in_chunks_load_on_first_use_and_a_failed_load_can_be_retried() ->
         ensure!(
             home.len() == 1 && home[0].ends_with("_bg.wasm"),
             "home fetched only the main module, not {home:?}"
+        );
+
+        // A pod's page, loaded by its address, with the Debug panel's form: the first load
+        // carries that too.
+        bob.goto(&server.at("/env/prod/ns/shop/pod/web-1")).await?;
+        bob.wait_for("#bg-reason").await?;
+        let pod = wasm_fetched(&bob).await?;
+        ensure!(
+            pod.len() == 1 && pod[0].ends_with("_bg.wasm"),
+            "a pod's page fetched only the main module, not {pod:?}"
         );
 
         bob.click("nav[aria-label=Main] a[href='/ops-wall']")

@@ -20,8 +20,8 @@
 //! `watching.rs`: an approver watches a running session live and read-only while the
 //! requester's page names him, and a moderated session's input waits for him.
 //!
-//! `chunks.rs`: home loads only the main wasm module; a page in a chunk loads it on first use,
-//! and a chunk that cannot be fetched says so and loads on **Try again**.
+//! `chunks.rs`: home and a pod's page load only the main wasm module; a page in a chunk loads
+//! it on first use, and a chunk that cannot be fetched says so and loads on **Try again**.
 //!
 //! `commands.rs`: a session's page lists the commands its marked prompt ran, each a link that
 //! opens the player at its moment.
