@@ -30,6 +30,15 @@ pub async fn request_access(b: &Browser, reason: &str) -> anyhow::Result<()> {
     b.click("[data-testid=request-access]").await
 }
 
+/// Approves the first request in `b`'s queue strip and waits for the strip's note of the
+/// decision, which shows once the server has answered: closing the browser or leaving the page
+/// right after the click would cancel an approval still in flight.
+pub async fn approve_first_in_queue(b: &Browser) -> anyhow::Result<()> {
+    b.click("[data-testid=queue-item] [data-action=approve]")
+        .await?;
+    b.wait_for("[data-testid=decision-note]").await.map(|_| ())
+}
+
 /// Waits until the requester's session panel shows `state`.
 pub async fn panel_state(b: &Browser, state: &str) -> anyhow::Result<()> {
     b.wait_for(&format!("[data-testid=session-panel][data-state={state}]"))

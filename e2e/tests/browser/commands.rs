@@ -7,7 +7,8 @@
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{Browser, ChromeDriver, WebServer, UI_WAIT};
 use breakglass_e2e::flows::{
-    end_session, panel_state, request_access, type_in_terminal, wait_terminal_connected,
+    approve_first_in_queue, end_session, panel_state, request_access, type_in_terminal,
+    wait_terminal_connected,
 };
 use breakglass_e2e::wait_until;
 use serde::Deserialize;
@@ -84,8 +85,7 @@ async fn the_commands_the_shell_ran_are_listed_and_found_by_search() -> anyhow::
         // approves.
         bob.goto(&server.at("/")).await?;
         bob.dev_sign_in("bob").await?;
-        bob.click("[data-testid=queue-item] [data-action=approve]")
-            .await?;
+        approve_first_in_queue(&bob).await?;
         bob.close().await?;
         wait_terminal_connected(&alice).await?;
         let session = alice

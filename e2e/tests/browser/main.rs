@@ -33,8 +33,8 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer};
 use breakglass_e2e::flows::{
-    absent, attr_of, end_session, find_in_player, panel_state, request_access, terminal_shows,
-    type_in_terminal, wait_focus, wait_terminal_connected,
+    absent, approve_first_in_queue, attr_of, end_session, find_in_player, panel_state,
+    request_access, terminal_shows, type_in_terminal, wait_focus, wait_terminal_connected,
 };
 
 const POD_PATH: &str = "/env/prod/ns/shop/pod/web-1";
@@ -529,8 +529,7 @@ async fn terminal_and_recording_in_the_browser() -> anyhow::Result<()> {
         bob.dev_sign_in("bob").await?;
         approvals::approver_reads_the_spec(&bob).await?;
         bob.goto(&server.at("/")).await?;
-        bob.click("[data-testid=queue-item] [data-action=approve]")
-            .await?;
+        approve_first_in_queue(&bob).await?;
         bob.goto(&server.at("/env/prod")).await?;
         // The checks all pass: folded under their summary.
         let summary = bob

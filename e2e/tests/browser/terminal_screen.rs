@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer, UI_WAIT};
-use breakglass_e2e::flows::{request_access, type_in_terminal, wait_terminal_connected};
+use breakglass_e2e::flows::{
+    approve_first_in_queue, request_access, type_in_terminal, wait_terminal_connected,
+};
 use breakglass_e2e::server::{config_toml, install_guardrails};
 use breakglass_e2e::{wait_for_pod_running, wait_until, ControlPlane, Identity, TestNamespace};
 use k8s_openapi::api::core::v1::Pod;
@@ -166,8 +168,7 @@ async fn the_terminal_fills_the_window_and_shows_every_glyph() -> anyhow::Result
         request_access(&alice, "the worker's queue on a small laptop").await?;
         bob.goto(&server.at("/")).await?;
         bob.dev_sign_in("bob").await?;
-        bob.click("[data-testid=queue-item] [data-action=approve]")
-            .await?;
+        approve_first_in_queue(&bob).await?;
         bob.close().await?;
         wait_terminal_connected(&alice).await?;
         let result = screen_checks(&alice).await;
