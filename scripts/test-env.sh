@@ -85,7 +85,10 @@ step "server binary for the end-to-end tests and the test bucket"
 cargo build -p breakglass-server --features failpoints
 # Kept under its own name: building the server's own tests (nextest, next) rebuilds
 # target/debug/breakglass-server without the feature, as production has it.
-cp "$CARGO_TARGET_DIR/debug/breakglass-server" "$CARGO_TARGET_DIR/debug/breakglass-server-failpoints"
+# Copied beside it and renamed over it: a server of an interrupted earlier run may still be
+# running the old file, which `cp` onto it would refuse ("Text file busy").
+cp "$CARGO_TARGET_DIR/debug/breakglass-server" "$CARGO_TARGET_DIR/debug/breakglass-server-failpoints.new"
+mv -f "$CARGO_TARGET_DIR/debug/breakglass-server-failpoints.new" "$CARGO_TARGET_DIR/debug/breakglass-server-failpoints"
 export BREAKGLASS_SERVER_BIN="$CARGO_TARGET_DIR/debug/breakglass-server-failpoints"
 
 if [ ! -f frontend/dist/index.html ]; then
