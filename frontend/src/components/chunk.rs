@@ -2,8 +2,8 @@
 //! and what only it reaches goes into its own wasm chunk, fetched the first time the function
 //! runs. The first page then carries only what home, the queue strip and the Debug panel's
 //! form need (BENCHMARKS.md, Player and first page). This module shows a chunk's states
-//! (loading, failed, built); the split points are the components in `components/lazy.rs` and
-//! the pages in `pages/chunks.rs`.
+//! (loading, failed, built); the split points are the terminal and the watch view in
+//! `components/lazy.rs` and the pages in `pages/chunks.rs`.
 //!
 //! Every chunk is fallible: a chunk that cannot be fetched (the network dropped, or a deploy
 //! replaced the files the page was built with) shows an error with **Try again** instead of
