@@ -109,3 +109,27 @@ async fn ending_a_session_stops_its_debug_container_and_its_background_processes
     end_and_wait(&alice, &id).await;
     assert_debug_container_stopped(&server, &alice, &ns, &id, &pids).await;
 }
+
+/// End stops the debug container while a command holds the terminal's foreground: the resize
+/// that asks the container to end then wakes that command, not the entrypoint's watcher, which
+/// finds the size on its own next look.
+#[tokio::test]
+async fn ending_a_session_stops_its_debug_container_with_a_command_in_the_foreground() {
+    let (server, alice, id, _dir, ns) = setup().await;
+    let mut ws = connect(&server, &alice, &id).await;
+    // The command prints its own process id, then becomes a long sleep in the foreground.
+    let keys = b"sh -c 'echo \"pid $$ end$((6*7))\"; exec sleep 602'\r";
+    ws.send(Message::Binary(Frame::Data(keys).encode().into()))
+        .await
+        .unwrap();
+    let (seen, closed) = read_until(&mut ws, "end42").await;
+    assert!(closed.is_none(), "{closed:?} {seen:?}");
+    let pid: u32 = seen
+        .split(['\r', '\n'])
+        .filter_map(|l| l.rsplit_once("pid ").map(|(_, rest)| rest))
+        .find_map(|rest| rest.strip_suffix(" end42")?.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {seen:?}"));
+    assert!(alive(pid), "the foreground command {pid} did not start");
+    end_and_wait(&alice, &id).await;
+    assert_debug_container_stopped(&server, &alice, &ns, &id, &[pid]).await;
+}

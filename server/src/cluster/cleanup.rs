@@ -55,9 +55,11 @@ impl Clusters {
     }
 }
 
-/// How long the cleanup waits for a debug container asked to stop: its entrypoint looks
-/// once a second.
+/// How long the cleanup waits for a debug container asked to stop: the resize wakes its
+/// entrypoint at once, or its own look finds it within
+/// [`super::objects::WATCH_EVERY_SECONDS`] when a command held the foreground.
 const STOP_WAIT: Duration = Duration::from_secs(15);
+const _: () = assert!(STOP_WAIT.as_secs() >= 2 * super::objects::WATCH_EVERY_SECONDS);
 
 impl Clusters {
     /// Stops the debug container of a pod that stays: Kubernetes cannot remove an ephemeral

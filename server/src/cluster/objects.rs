@@ -137,19 +137,36 @@ const DEADLINE_GRACE_SECONDS: i64 = 60;
 /// stay (they could stop it): against that, the session page says what remains, and the tier
 /// allows a recycle.
 ///
-/// The watcher costs two short processes a second (`sleep`, `stty`); the clock is read once.
+/// The watcher is woken by the resize itself: it shares the main shell's process group, which
+/// is the terminal's foreground group while the shell waits at its prompt, so the kernel's
+/// `SIGWINCH` for the new size reaches it at once. While a command runs in the foreground the
+/// signal goes to that command's group instead, and the watcher's own look every
+/// [`WATCH_EVERY_SECONDS`] finds the size. Each look costs two short processes (`sleep`,
+/// `stty`); looking every second cost a node two process starts a second per debug container,
+/// which at a thousand open sessions was most of a two-core machine (BENCHMARKS.md, "Three
+/// replicas"). The clock is read once, and again only after a wake-up cut a wait short.
 // The watcher's copy of the terminal is made before it is started: a shell gives a job in the
 // background /dev/null as its input before any redirection of the job's own.
 pub const DEBUG_ENTRYPOINT: &str = r#"exec 3<&0
 (
+  trap : WINCH
   left=$(( ${BREAKGLASS_DEADLINE:-0} - $(date +%s) ))
   while [ "$left" -gt 0 ] && [ "$(stty size <&3 2>/dev/null)" != "1 1" ]; do
-    sleep 1
-    left=$((left - 1))
+    sleep 5 & nap=$!
+    if wait "$nap"; then
+      left=$((left - 5))
+    else
+      kill "$nap"
+      left=$(( ${BREAKGLASS_DEADLINE:-0} - $(date +%s) ))
+    fi
   done
   kill -KILL $$
 ) </dev/null >/dev/null 2>&1 &
 exec /bin/sh -i 3<&-"#;
+
+/// How often the debug container's watcher looks at the terminal's size when no resize woke
+/// it (the `sleep` in [`DEBUG_ENTRYPOINT`]).
+pub const WATCH_EVERY_SECONDS: u64 = 5;
 
 fn debug_command() -> Option<Vec<String>> {
     Some(vec!["/bin/sh".into(), "-c".into(), DEBUG_ENTRYPOINT.into()])
@@ -370,6 +387,10 @@ pub(crate) mod tests {
         // `stty size` says rows, then columns.
         assert!(DEBUG_ENTRYPOINT.contains(&format!("!= \"{rows} {cols}\"")));
         assert!(DEBUG_ENTRYPOINT.contains(DEADLINE_ENV));
+        // The watcher's own look comes every WATCH_EVERY_SECONDS, and counts them off the
+        // time left.
+        assert!(DEBUG_ENTRYPOINT.contains(&format!("sleep {WATCH_EVERY_SECONDS} &")));
+        assert!(DEBUG_ENTRYPOINT.contains(&format!("left - {WATCH_EVERY_SECONDS})")));
     }
     use breakglass_shared::session::NewSession;
     use breakglass_shared::Mode;
