@@ -66,6 +66,11 @@ FIGURES = {
     "search-query-sqlite": (("p99",), 3, 2),
     "search-index-postgres": (("total",), 3, 2),
     "search-query-postgres": (("p99",), 3, 2),
+    # e2e/benches/replicas.rs
+    "replicas-idle-rss": (("total",), 3, 3),
+    "replicas-idle-cpu": (("mean",), 3, 3),
+    "replicas-keystroke": (("p50", "p99"), 3, 3),
+    "replicas-sse": (("p99",), 3, 3),
 }
 
 # What e2e/src/bench.rs writes for the numbers JSON has none for; `null` is what reports
@@ -103,7 +108,13 @@ AGREE_WITHIN = 0.05
 
 
 def row_key(r):
-    return (r.get("id"), r.get("stat"), r.get("size"))
+    """What names a row across runs: its figure, stat and size, the size without the
+    parenthesised note some benches add after it, which holds a measured number ("terminals=1000
+    (72.9 KB each)") and so differs from run to run."""
+    size = r.get("size")
+    if isinstance(size, str):
+        size = size.split(" (", 1)[0]
+    return (r.get("id"), r.get("stat"), size)
 
 
 def spread(a, b):
@@ -328,6 +339,11 @@ def self_test():
     got = disagreements(whole()[1:], whole())
     if got != ["a p50 n=1: not in the previous run"]:
         raise AssertionError(f"a row only one run has: {got}")
+    # A size's parenthesised note holds a measured number: the same row in both runs.
+    prev, last = whole(), [dict(r) for r in whole()]
+    prev[0]["size"], last[0]["size"] = "n=1 (72.9 KB each)", "n=1 (58.5 KB each)"
+    if disagreements(prev, last):
+        raise AssertionError(f"a size's note is not its name: {disagreements(prev, last)}")
     last = [dict(r) for r in whole()]
     last[0]["ratio"] = 3.0
     out = annotate(whole(), last, 3)
