@@ -58,6 +58,7 @@ BENCHES=(
   "breakglass-e2e:export"
   "breakglass-e2e:sweep"
   "breakglass-e2e:search"
+  "breakglass-e2e:replicas"
 )
 # BENCH_TARGETS="activation frontend" runs only those (the table is then not checked whole).
 if [ -n "${BENCH_TARGETS:-}" ]; then

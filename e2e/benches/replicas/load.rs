@@ -1,0 +1,162 @@
+//! `replicas-keystroke`: a keystroke's echo through each replica in turn while P other
+//! terminals print steady output, against kube-rs `attach` straight to the API server, both
+//! under the same load, halves alternated so a busy minute of the machine falls on both.
+//!
+//! Each printing terminal runs one small program that prints a line every
+//! [`STEADY_PERIOD`] on its own timer (a shell loop would fork a `sleep` per line, a thousand
+//! forks a second that would measure the machine and not the relay). Its output is read to the
+//! end by this process, as a browser would, and counted: a load that printed nothing measured
+//! nothing, and the run fails then.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use breakglass_e2e::bench::{self, Dist, Figure, Target};
+use breakglass_shared::terminal::Frame;
+use futures::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::term::{self, Relayed};
+use super::{Open, Rig, REPLICAS};
+
+/// How often each printing terminal prints a line.
+const STEADY_PERIOD: Duration = Duration::from_millis(250);
+
+/// Bytes of one printed line, at least (a line and the terminal's CRLF).
+const LINE: usize = 40;
+
+/// The printing terminals at each size (the largest the issue's 1,000).
+pub fn printing_sizes() -> Vec<usize> {
+    bench::sizes(&[100, 300, 1000], &[1, 2, 3])
+}
+
+/// The shell command each printing terminal runs.
+fn steady_command() -> String {
+    format!(
+        "perl -e '$|=1; for($i=0;;$i++){{ print \"steady output line $i of a terminal printing\\n\"; select(undef,undef,undef,{}) }}'\r",
+        STEADY_PERIOD.as_secs_f64()
+    )
+}
+
+/// A terminal that printed: its socket's sending half, the receiving half read to the end by
+/// its own task, as a browser would.
+pub struct Printer {
+    sink: futures::stream::SplitSink<term::Ws, Message>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Printer {
+    /// Starts the steady output in terminal `ws`; every byte it prints is added to `received`.
+    async fn start(ws: term::Ws, received: Arc<AtomicU64>) -> Printer {
+        let (mut sink, mut stream) = ws.split();
+        send(&mut sink, steady_command().as_bytes()).await;
+        let reader = tokio::spawn(async move {
+            while let Some(Ok(m)) = stream.next().await {
+                if let Message::Binary(b) = m {
+                    if let Ok(Frame::Data(d)) = Frame::decode(&b) {
+                        received.fetch_add(d.len() as u64, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        Printer { sink, reader }
+    }
+
+    /// Interrupts the program (Ctrl-C): the terminal is back at an idle prompt.
+    async fn stop(&mut self) {
+        send(&mut self.sink, b"\x03").await;
+    }
+}
+
+impl Drop for Printer {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+async fn send(sink: &mut futures::stream::SplitSink<term::Ws, Message>, bytes: &[u8]) {
+    sink.send(Message::Binary(Frame::Data(bytes).encode().into()))
+        .await
+        .expect("the relay took no input");
+}
+
+/// The keystroke figures; leaves its printing terminals open in `open`, stopped.
+pub async fn keystroke_figures(rig: &Rig, open: &mut Open) {
+    let mut direct = term::attach(&rig.pods, "direct", "app").await.unwrap();
+    // One terminal per replica to type into, none of them printing.
+    let mut typed = Vec::new();
+    for r in 0..REPLICAS {
+        let id = rig.session(r, "keys").await;
+        typed.push(Relayed(rig.terminal(r, &id).await));
+    }
+    let received = Arc::new(AtomicU64::new(0));
+    let samples = if bench::short() { 30 } else { 600 };
+    let sizes = printing_sizes();
+    for &p in &sizes {
+        open.grow(rig, p).await;
+        // The terminals opened since are the next printers.
+        for ws in std::mem::take(&mut open.sockets) {
+            open.printers
+                .push(Printer::start(ws, received.clone()).await);
+        }
+        assert_eq!(open.printers.len(), p, "every open terminal prints");
+        // Output flows from every printer (a line or more each) before anything is measured.
+        let start = received.load(Ordering::Relaxed);
+        breakglass_e2e::wait_until("the printers' output", Duration::from_secs(120), || {
+            let got = received.load(Ordering::Relaxed) - start;
+            async move {
+                if got >= (p * LINE) as u64 {
+                    Ok(Some(()))
+                } else {
+                    Err(anyhow::anyhow!("{got} bytes printed"))
+                }
+            }
+        })
+        .await
+        .unwrap();
+        let before = received.load(Ordering::Relaxed);
+        let (mut base, mut ours) = (Vec::new(), Vec::new());
+        let mut per_replica = vec![Vec::new(); REPLICAS];
+        let each = samples / 2 / REPLICAS;
+        for _half in 0..2 {
+            for (r, t) in typed.iter_mut().enumerate() {
+                base.extend(term::keystrokes(&mut direct, 1, each).await);
+                let mine = term::keystrokes(t, 1, each).await;
+                per_replica[r].extend(mine.iter().copied());
+                ours.extend(mine);
+            }
+        }
+        let printed = received.load(Ordering::Relaxed) - before;
+        assert!(
+            printed > 0,
+            "the {p} printing terminals printed nothing while the keystrokes were measured"
+        );
+        let (base, ours) = (Dist::from_durations(&base), Dist::from_durations(&ours));
+        let each_p99: Vec<String> = per_replica
+            .iter()
+            .map(|d| format!("{:.3}", Dist::from_durations(d).p(0.99)))
+            .collect();
+        println!(
+            "replicas-keystroke printing={p}: p50 {:.3} vs {:.3} ms direct; p99 per replica {} ms; {:.1} KB printed meanwhile",
+            ours.p(0.5),
+            base.p(0.5),
+            each_p99.join(" / "),
+            printed as f64 / 1000.0
+        );
+        let size = format!("printing={p},bytes=1,n={}", 2 * each * REPLICAS);
+        for (stat, q) in [("p50", 0.5), ("p99", 0.99)] {
+            let fig = Figure::new("replicas-keystroke", stat, "ms", base.p(q), ours.p(q))
+                .size(size.clone())
+                .baseline_is("kube-rs attach straight to the API server, same load");
+            bench::report(&if p == *sizes.last().unwrap() && stat == "p99" {
+                fig.target(Target::PlusAtMost(1.0))
+            } else {
+                fig
+            });
+        }
+    }
+    for printer in &mut open.printers {
+        printer.stop().await;
+    }
+}
