@@ -11,12 +11,11 @@
 #[path = "common/sse.rs"]
 mod sse;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use breakglass_e2e::bench::{self, Dist, Figure, Target};
 use breakglass_e2e::server::{ApiClient, ServerProcess};
 use serde_json::json;
-use time::OffsetDateTime;
 use tokio::sync::mpsc;
 
 /// Users holding the streams; each holds at most [`PER_USER`].
@@ -94,21 +93,18 @@ async fn fan_out(
             .await
             .unwrap();
         let mut got = 0;
+        // Parsed once per change, from its first arrival: the stamps are taken by then.
+        let mut created = None;
         let wait = async {
             while got < n {
                 let a = rx
                     .recv()
                     .await
                     .expect("every reader ended before the change arrived");
-                if a.change["session"]["id"] != id.as_str() {
+                if !a.is_of(&id) {
                     continue;
                 }
-                let created = OffsetDateTime::parse(
-                    a.change["session"]["created_at"].as_str().unwrap(),
-                    &time::format_description::well_known::Rfc3339,
-                )
-                .unwrap();
-                let created = SystemTime::from(created);
+                let created = *created.get_or_insert_with(|| a.created_at());
                 if c > 0 {
                     took.push(a.at.duration_since(created).unwrap_or_default());
                 }

@@ -1,6 +1,10 @@
 //! A reader of the server's live stream (`GET /api/breakglass/events`) for the benchmarks: each
 //! `session` event is stamped with the wall-clock time its bytes arrived, before any parsing,
-//! so what is measured is the server's delivery and not this reader's JSON work.
+//! and handed on as text, so what is measured is the server's delivery and not this reader's
+//! JSON work. Parsing it in the reader, as this did first, cost each event about as much as
+//! the server's delivery: with 3,000 streams on this process's two workers, a stream's bytes
+//! waited for the workers parsing the others, and their stamp measured that wait
+//! (BENCHMARKS.md, "Three replicas").
 
 use std::time::SystemTime;
 
@@ -14,8 +18,33 @@ use tokio::sync::mpsc;
 pub struct Arrival {
     /// When its last byte was read.
     pub at: SystemTime,
-    /// The `SessionChange` JSON (`session`, `kind`).
-    pub change: Value,
+    /// The `SessionChange` JSON (`session`, `kind`), as sent.
+    data: String,
+}
+
+impl Arrival {
+    /// The `SessionChange`, parsed.
+    pub fn change(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap_or(Value::Null)
+    }
+
+    /// The changed session's `created_at` (the server's clock, taken before its row was
+    /// written).
+    pub fn created_at(&self) -> SystemTime {
+        let change = self.change();
+        let text = change["session"]["created_at"].as_str().unwrap_or_default();
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+            .map(SystemTime::from)
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    }
+
+    /// Whether this is a change of session `id`, without parsing it: the session is the
+    /// change's first field, so its `id` is the first one in the text.
+    pub fn is_of(&self, id: &str) -> bool {
+        self.data
+            .split_once("\"id\":\"")
+            .is_some_and(|(_, rest)| rest.starts_with(id) && rest[id.len()..].starts_with('"'))
+    }
 }
 
 /// Opens the stream as `client`'s user; fails unless the server answers 200 with an event
@@ -62,8 +91,7 @@ pub async fn forward(
             }
             match event {
                 "session" => {
-                    let change = serde_json::from_str(&data)?;
-                    if out.send(Arrival { at, change }).is_err() {
+                    if out.send(Arrival { at, data }).is_err() {
                         return Ok(());
                     }
                 }

@@ -11,7 +11,6 @@ use std::time::{Duration, SystemTime};
 use breakglass_e2e::bench::{self, Dist, Figure, Target};
 use breakglass_e2e::server::ApiClient;
 use serde_json::json;
-use time::OffsetDateTime;
 use tokio::sync::mpsc;
 
 use super::{sse, Rig, PER_USER, REPLICAS, VIEWERS};
@@ -91,24 +90,19 @@ async fn fan_out(
                            "duration_minutes": 30}))
             .await
             .unwrap();
-        let (mut got, mut last, mut created) = (0, SystemTime::UNIX_EPOCH, SystemTime::UNIX_EPOCH);
+        let (mut got, mut last, mut created) = (0, SystemTime::UNIX_EPOCH, None);
         let wait = async {
             while got < n {
                 let a = rx
                     .recv()
                     .await
                     .expect("every reader ended before the change arrived");
-                if a.change["session"]["id"] != id.as_str() {
+                if !a.is_of(&id) {
                     continue;
                 }
                 got += 1;
-                created = SystemTime::from(
-                    OffsetDateTime::parse(
-                        a.change["session"]["created_at"].as_str().unwrap(),
-                        &time::format_description::well_known::Rfc3339,
-                    )
-                    .unwrap(),
-                );
+                // Parsed once per change, from its first arrival.
+                created.get_or_insert_with(|| a.created_at());
                 last = last.max(a.at);
             }
         };
@@ -116,6 +110,7 @@ async fn fan_out(
             .await
             .unwrap_or_else(|_| panic!("change {c} reached {got} of {n} streams within 60 s"));
         if c > 0 {
+            let created = created.expect("a change that arrived has its creation time");
             took.push(last.duration_since(created).unwrap_or_default());
         }
     }
