@@ -60,15 +60,16 @@ pub async fn open(server: &ServerProcess, who: &ApiClient, id: &str) -> anyhow::
 impl Term for Relayed {
     async fn send(&mut self, bytes: &[u8]) {
         let frame = Frame::Data(bytes).encode();
-        self.0
-            .send(Message::Binary(frame.into()))
+        tokio::time::timeout(STUCK, self.0.send(Message::Binary(frame.into())))
             .await
+            .expect("the relay took no input for two minutes")
             .expect("the relay took no input");
     }
 
     async fn recv_into(&mut self, out: &mut Vec<u8>) {
         loop {
-            match self.0.next().await {
+            let next = tokio::time::timeout(STUCK, self.0.next()).await;
+            match next.expect("the relay's terminal printed nothing for two minutes") {
                 Some(Ok(Message::Binary(b))) => {
                     if let Ok(Frame::Data(d)) = Frame::decode(&b) {
                         out.extend_from_slice(d);
@@ -117,18 +118,19 @@ pub async fn attach(pods: &Api<Pod>, pod: &str, container: &str) -> anyhow::Resu
 
 impl Term for Direct {
     async fn send(&mut self, bytes: &[u8]) {
-        self.stdin
-            .write_all(bytes)
-            .await
-            .expect("the attach took no input");
-        self.stdin.flush().await.expect("the attach took no input");
+        tokio::time::timeout(STUCK, async {
+            self.stdin.write_all(bytes).await?;
+            self.stdin.flush().await
+        })
+        .await
+        .expect("the attach took no input for two minutes")
+        .expect("the attach took no input");
     }
 
     async fn recv_into(&mut self, out: &mut Vec<u8>) {
-        let n = self
-            .stdout
-            .read(&mut self.buf)
+        let n = tokio::time::timeout(STUCK, self.stdout.read(&mut self.buf))
             .await
+            .expect("the attach printed nothing for two minutes")
             .expect("the attach's output failed");
         assert!(n > 0, "the attach's terminal closed");
         out.extend_from_slice(&self.buf[..n]);

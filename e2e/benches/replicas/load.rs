@@ -83,12 +83,10 @@ async fn send(sink: &mut futures::stream::SplitSink<term::Ws, Message>, bytes: &
 
 /// The keystroke figures; leaves its printing terminals open in `open`, stopped.
 pub async fn keystroke_figures(rig: &Rig, open: &mut Open) {
-    let mut direct = term::attach(&rig.pods, "direct", "app").await.unwrap();
-    // One terminal per replica to type into, none of them printing.
-    let mut typed = Vec::new();
+    // One session per replica to type into, none of them printing.
+    let mut keys = Vec::new();
     for r in 0..REPLICAS {
-        let id = rig.session(r, "keys").await;
-        typed.push(Relayed(rig.terminal(r, &id).await));
+        keys.push(rig.session(r, "keys").await);
     }
     let received = Arc::new(AtomicU64::new(0));
     let samples = if bench::short() { 30 } else { 600 };
@@ -101,6 +99,14 @@ pub async fn keystroke_figures(rig: &Rig, open: &mut Open) {
                 .push(Printer::start(ws, received.clone()).await);
         }
         assert_eq!(open.printers.len(), p, "every open terminal prints");
+        println!("  printing={p}: every printer started");
+        // Both sides' terminals are opened for each size, right before they are measured:
+        // neither waits unread through the minutes the printers take to open.
+        let mut direct = term::attach(&rig.pods, "direct", "app").await.unwrap();
+        let mut typed = Vec::new();
+        for (r, id) in keys.iter().enumerate() {
+            typed.push(Relayed(rig.terminal(r, id).await));
+        }
         // Output flows from every printer (a line or more each) before anything is measured.
         let start = received.load(Ordering::Relaxed);
         breakglass_e2e::wait_until("the printers' output", Duration::from_secs(120), || {
@@ -115,6 +121,7 @@ pub async fn keystroke_figures(rig: &Rig, open: &mut Open) {
         })
         .await
         .unwrap();
+        println!("  printing={p}: output flows; measuring");
         let before = received.load(Ordering::Relaxed);
         let (mut base, mut ours) = (Vec::new(), Vec::new());
         let mut per_replica = vec![Vec::new(); REPLICAS];
