@@ -54,13 +54,13 @@ FIGURES = {
     "page-weight": (("total",), 4, 4),
     "player-seek": (("p50", "max"), 3, 3),
     # e2e/benches/notify.rs
-    "notify-change-sqlite": (("median",), 1, 1),
-    "notify-change-postgres": (("median",), 1, 1),
+    "notify-change-sqlite": (("median",), 3, 3),
+    "notify-change-postgres": (("median",), 3, 3),
     "notify-throughput-sqlite": (("mean",), 1, 1),
     "notify-throughput-postgres": (("mean",), 1, 1),
     # e2e/benches/export.rs
-    "export-memory-sqlite": (("peak",), 1, 1),
-    "export-memory-postgres": (("peak",), 1, 1),
+    "export-memory-sqlite": (("peak",), 2, 2),
+    "export-memory-postgres": (("peak",), 2, 2),
     # e2e/benches/search.rs
     "search-index-sqlite": (("total",), 3, 2),
     "search-query-sqlite": (("p99",), 3, 2),
