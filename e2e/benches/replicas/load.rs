@@ -20,8 +20,11 @@ use tokio_tungstenite::tungstenite::Message;
 use super::term::{self, Relayed};
 use super::{Open, Rig, REPLICAS};
 
-/// How often each printing terminal prints a line.
-const STEADY_PERIOD: Duration = Duration::from_millis(250);
+/// How often each printing terminal prints a line: a log followed with `tail -f`. At four
+/// lines a second each, a thousand printers were more than this machine's control plane
+/// carries (its API server and node share the two cores): every keystroke's echo, direct or
+/// relayed, took a second or more (BENCHMARKS.md, "Three replicas").
+const STEADY_PERIOD: Duration = Duration::from_secs(1);
 
 /// Bytes of one printed line, at least (a line and the terminal's CRLF).
 const LINE: usize = 40;
