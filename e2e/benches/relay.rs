@@ -25,10 +25,9 @@ use std::time::Duration;
 
 use breakglass_e2e::bench::{self, Dist, Figure, Target};
 use breakglass_e2e::server::{config_toml, ApiClient, ServerProcess};
-use breakglass_e2e::{wait_for_pod_running, ControlPlane, Identity};
+use breakglass_e2e::{ControlPlane, Identity};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
 use kube::Api;
 use serde_json::json;
 
@@ -211,22 +210,7 @@ async fn prepare() -> Bench {
     .map(String::from)
     .to_vec();
     names.extend((0..idle_pods).map(|i| format!("idle-{i}")));
-    futures::stream::iter(names.iter())
-        .for_each_concurrent(16, |name| {
-            let pods = pods.clone();
-            async move {
-                let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": name},
-                    "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}
-                }))
-                .unwrap();
-                pods.create(&PostParams::default(), &pod).await.unwrap();
-                wait_for_pod_running(&pods, name, Duration::from_secs(120))
-                    .await
-                    .unwrap();
-            }
-        })
-        .await;
+    term::create_pods(&pods, &names).await;
     Bench {
         dir,
         config,
@@ -325,39 +309,6 @@ fn median(runs: Vec<f64>) -> f64 {
     Dist::from_values(runs).p(0.5)
 }
 
-/// The recorder's default flush interval, which the bench's servers keep.
-const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Waits until the terminals just opened are idle: their opening output (each shell's prompt)
-/// stored, so the window measures what open terminals cost and not the first segment of each.
-/// Idle is a quiet interval: no session's stored recording changed for a whole flush interval
-/// and a second (in the first run without this wait, storing those segments was a quarter of
-/// the window's samples: `fsync` and the local store's `publish`).
-async fn settle(alice: &ApiClient, ids: &[String]) {
-    let stored = || {
-        futures::stream::iter(ids)
-            .map(|id| async move {
-                let d = alice.session(id).await.unwrap();
-                d["session"]["recording"].clone()
-            })
-            .buffered(16)
-            .collect::<Vec<_>>()
-    };
-    let mut before = stored().await;
-    for _ in 0..30 {
-        tokio::time::sleep(FLUSH_INTERVAL + Duration::from_secs(1)).await;
-        let now = stored().await;
-        if now == before {
-            return;
-        }
-        before = now;
-    }
-    panic!(
-        "the recordings of {} open terminals never stopped changing",
-        ids.len()
-    );
-}
-
 fn idle_sizes() -> Vec<usize> {
     bench::sizes(&[100, 300, 1000], &[3, 6, 10])
 }
@@ -411,7 +362,7 @@ async fn idle_figures(b: &Bench) {
             .await;
         open.extend(opened);
         all_ids.extend(ids);
-        settle(&alice, &all_ids).await;
+        idle::settle(&alice, &all_ids).await;
         let last = n == *idle_sizes().last().unwrap();
         let perf = last
             .then(|| idle::profile(pid, &format!("idle-{n}"), window))

@@ -22,10 +22,9 @@ use std::time::Duration;
 
 use breakglass_e2e::bench::{self, Figure, Target};
 use breakglass_e2e::server::{config_toml, ApiClient, ServerProcess};
-use breakglass_e2e::{wait_for_pod_running, ControlPlane, Identity};
+use breakglass_e2e::{ControlPlane, Identity};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
 use kube::Api;
 use serde_json::json;
 
@@ -192,38 +191,6 @@ impl Open {
     }
 }
 
-/// The recorder's default flush interval, which the bench's servers keep.
-const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Waits until no open session's stored recording changed for a whole flush interval and a
-/// second: each shell's opening output stored, so the window measures what open terminals cost
-/// and not their first segments (as the relay bench's idle figures do).
-async fn settle(rig: &Rig, ids: &[String]) {
-    let alice = &rig.alices[0];
-    let stored = || {
-        futures::stream::iter(ids)
-            .map(|id| async move {
-                let d = alice.session(id).await.unwrap();
-                d["session"]["recording"].clone()
-            })
-            .buffered(16)
-            .collect::<Vec<_>>()
-    };
-    let mut before = stored().await;
-    for _ in 0..30 {
-        tokio::time::sleep(FLUSH_INTERVAL + Duration::from_secs(1)).await;
-        let now = stored().await;
-        if now == before {
-            return;
-        }
-        before = now;
-    }
-    panic!(
-        "the recordings of {} open terminals never stopped changing",
-        ids.len()
-    );
-}
-
 /// Each size of open, idle terminals spread over the three replicas, against `none_open`, the
 /// same three processes' CPU and memory before any terminal was opened. Each `window` holds at
 /// least one sweep, the one thing an idle server does on its own.
@@ -232,7 +199,7 @@ async fn idle_figures(rig: &Rig, open: &mut Open, window: Duration, none_open: (
     let sizes = terminal_sizes();
     for &n in &sizes {
         open.grow(rig, n).await;
-        settle(rig, &open.ids).await;
+        idle::settle(&rig.alices[0], &open.ids).await;
         let last = n == *sizes.last().unwrap();
         let perf = last
             .then(|| idle::profile(rig.pids()[0], &format!("replicas-idle-{n}"), window))
@@ -278,7 +245,7 @@ async fn prepare() -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let kc = cp.kubeconfig_path(Identity::BreakglassSa).unwrap();
     let config: PathBuf = dir.path().join("server.toml");
-    std::fs::write(&config, config_text(&kc, &dir.path().join("recordings"))).unwrap();
+    std::fs::write(&config, config_text(kc, &dir.path().join("recordings"))).unwrap();
     let identity = cp.username(Identity::BreakglassSa).unwrap();
     breakglass_e2e::server::install_guardrails(cp, &config, "ground", identity)
         .await
@@ -295,22 +262,7 @@ async fn prepare() -> Rig {
         .unwrap();
     let mut names: Vec<String> = ["direct", "keys", "warm-up"].map(String::from).to_vec();
     names.extend((0..most.div_ceil(SESSIONS_PER_POD)).map(|i| format!("idle-{i}")));
-    futures::stream::iter(names.iter())
-        .for_each_concurrent(16, |name| {
-            let pods = pods.clone();
-            async move {
-                let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": name},
-                    "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}
-                }))
-                .unwrap();
-                pods.create(&PostParams::default(), &pod).await.unwrap();
-                wait_for_pod_running(&pods, name, Duration::from_secs(300))
-                    .await
-                    .unwrap();
-            }
-        })
-        .await;
+    term::create_pods(&pods, &names).await;
 
     let db = breakglass_e2e::postgres::fresh_database().await.unwrap();
     let env = [("BREAKGLASS_DATABASE_URL", db.as_str())];

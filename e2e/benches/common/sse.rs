@@ -90,11 +90,8 @@ pub async fn forward(
                 }
             }
             match event {
-                "session" => {
-                    if out.send(Arrival { at, data }).is_err() {
-                        return Ok(());
-                    }
-                }
+                // The receiver is gone: nothing more to hand on.
+                "session" if out.send(Arrival { at, data }).is_err() => return Ok(()),
                 "lagged" => return Err(anyhow!("the stream fell behind and was told to reload")),
                 _ => {}
             }

@@ -4,6 +4,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use breakglass_e2e::server::ApiClient;
+use futures::StreamExt;
 
 /// The process's resident set, in KB (`VmRSS` of `/proc/<pid>/status`).
 pub fn rss_kb(pid: u32) -> anyhow::Result<f64> {
@@ -108,4 +110,37 @@ pub fn profile(pid: u32, name: &str, window: Duration) -> Option<std::process::C
         .spawn()
         .map_err(|e| eprintln!("perf could not start: {e}"))
         .ok()
+}
+
+/// The recorder's default flush interval, which the bench's servers keep.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Waits until the terminals just opened are idle: their opening output (each shell's prompt)
+/// stored, so the window measures what open terminals cost and not the first segment of each.
+/// Idle is a quiet interval: no session's stored recording changed for a whole flush interval
+/// and a second (in the first run without this wait, storing those segments was a quarter of
+/// the window's samples: `fsync` and the local store's `publish`).
+pub async fn settle(alice: &ApiClient, ids: &[String]) {
+    let stored = || {
+        futures::stream::iter(ids)
+            .map(|id| async move {
+                let d = alice.session(id).await.unwrap();
+                d["session"]["recording"].clone()
+            })
+            .buffered(16)
+            .collect::<Vec<_>>()
+    };
+    let mut before = stored().await;
+    for _ in 0..30 {
+        tokio::time::sleep(FLUSH_INTERVAL + Duration::from_secs(1)).await;
+        let now = stored().await;
+        if now == before {
+            return;
+        }
+        before = now;
+    }
+    panic!(
+        "the recordings of {} open terminals never stopped changing",
+        ids.len()
+    );
 }

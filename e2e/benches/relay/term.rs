@@ -222,3 +222,23 @@ pub async fn bulk(term: &mut impl Term, bytes: u64) -> Duration {
     );
     took
 }
+
+/// Creates pods `names` (one `app` container each) in `pods`' namespace, 16 at a time, and
+/// waits until each runs.
+pub async fn create_pods(pods: &Api<Pod>, names: &[String]) {
+    futures::stream::iter(names)
+        .for_each_concurrent(16, |name| async move {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}
+            }))
+            .expect("a pod's JSON");
+            pods.create(&kube::api::PostParams::default(), &pod)
+                .await
+                .unwrap_or_else(|e| panic!("pod {name}: {e}"));
+            breakglass_e2e::wait_for_pod_running(pods, name, Duration::from_secs(300))
+                .await
+                .unwrap_or_else(|e| panic!("pod {name}: {e}"));
+        })
+        .await;
+}

@@ -76,7 +76,7 @@ async fn fan_out(
             .unwrap();
         let tx = tx.clone();
         readers.push(tokio::spawn(async move {
-            sse::forward(response, tx).await.unwrap()
+            sse::forward(response, tx).await.unwrap();
         }));
     }
     drop(tx);
