@@ -11,12 +11,9 @@
 #[path = "common/sse.rs"]
 mod sse;
 
-use std::time::Duration;
-
 use breakglass_e2e::bench::{self, Dist, Figure, Target};
 use breakglass_e2e::server::{ApiClient, ServerProcess};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 /// Users holding the streams; each holds at most [`PER_USER`].
 const VIEWERS: usize = 20;
@@ -71,19 +68,7 @@ async fn fan_out(
         n <= viewers.len() * PER_USER,
         "{n} streams need more viewers"
     );
-    let http = reqwest::Client::new();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut readers = Vec::new();
-    for i in 0..n {
-        let r = sse::open(&http, base, &viewers[i % viewers.len()])
-            .await
-            .unwrap();
-        let tx = tx.clone();
-        readers.push(tokio::spawn(
-            async move { sse::forward(r, tx).await.unwrap() },
-        ));
-    }
-    drop(tx);
+    let mut streams = sse::Streams::open((0..n).map(|i| (base, &viewers[i % viewers.len()]))).await;
     let mut took = Vec::new();
     // Change 0 is not measured: the streams' first write, the database's first insert.
     for c in 0..=changes {
@@ -92,31 +77,10 @@ async fn fan_out(
                            "mode": "live", "reason": "measuring live updates", "duration_minutes": 30}))
             .await
             .unwrap();
-        let mut got = 0;
-        // Parsed once per change, from its first arrival: the stamps are taken by then.
-        let mut created = None;
-        let wait = async {
-            while got < n {
-                let a = rx
-                    .recv()
-                    .await
-                    .expect("every reader ended before the change arrived");
-                if !a.is_of(&id) {
-                    continue;
-                }
-                let created = *created.get_or_insert_with(|| a.created_at());
-                if c > 0 {
-                    took.push(a.at.duration_since(created).unwrap_or_default());
-                }
-                got += 1;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(60), wait)
-            .await
-            .unwrap_or_else(|_| panic!("change {c} reached {} of {n} streams within 60 s", got));
-    }
-    for r in readers {
-        r.abort();
+        let delays = streams.delays_of(&id).await;
+        if c > 0 {
+            took.extend(delays);
+        }
     }
     Dist::from_durations(&took)
 }

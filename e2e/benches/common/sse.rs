@@ -6,7 +6,7 @@
 //! waited for the workers parsing the others, and their stamp measured that wait
 //! (BENCHMARKS.md, "Three replicas").
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail};
 use breakglass_e2e::server::ApiClient;
@@ -102,4 +102,70 @@ pub async fn forward(
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Many open streams, each read by its own task into one channel; the tasks end on drop.
+pub struct Streams {
+    rx: mpsc::UnboundedReceiver<Arrival>,
+    readers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Streams {
+    /// Opens one stream per `(server URL, user)`.
+    pub async fn open<'a>(targets: impl IntoIterator<Item = (&'a str, &'a ApiClient)>) -> Streams {
+        let http = reqwest::Client::new();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut readers = Vec::new();
+        for (base, who) in targets {
+            let response = open(&http, base, who)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let tx = tx.clone();
+            readers.push(tokio::spawn(async move {
+                forward(response, tx)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }));
+        }
+        Streams { rx, readers }
+    }
+
+    /// Waits, at most 60 s, until session `id`'s change reached every stream; how long after
+    /// the session's `created_at` it reached each. Other sessions' changes are passed over.
+    pub async fn delays_of(&mut self, id: &str) -> Vec<Duration> {
+        let n = self.readers.len();
+        let (mut at, mut created) = (Vec::with_capacity(n), None);
+        let wait = async {
+            while at.len() < n {
+                let a = self
+                    .rx
+                    .recv()
+                    .await
+                    .expect("every reader ended before the change arrived");
+                if !a.is_of(id) {
+                    continue;
+                }
+                // Parsed once, from the first arrival: the stamps are taken by then.
+                created.get_or_insert_with(|| a.created_at());
+                at.push(a.at);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), wait)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the change reached {} of {n} streams within 60 s", at.len())
+            });
+        let created = created.unwrap_or(SystemTime::UNIX_EPOCH);
+        at.iter()
+            .map(|t| t.duration_since(created).unwrap_or_default())
+            .collect()
+    }
+}
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        for r in &self.readers {
+            r.abort();
+        }
+    }
 }

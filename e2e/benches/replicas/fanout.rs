@@ -6,12 +6,9 @@
 //! stream's reader (the same machine's clock). The baseline is the same with one stream, on the
 //! second replica.
 
-use std::time::{Duration, SystemTime};
-
 use breakglass_e2e::bench::{self, Dist, Figure, Target};
 use breakglass_e2e::server::ApiClient;
 use serde_json::json;
-use tokio::sync::mpsc;
 
 use super::{sse, Rig, PER_USER, REPLICAS, VIEWERS};
 
@@ -67,19 +64,13 @@ async fn fan_out(
 ) -> Dist {
     let n = placement.len();
     assert!(n <= VIEWERS * PER_USER, "{n} streams need more viewers");
-    let http = reqwest::Client::new();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut readers = Vec::new();
-    for (i, &r) in placement.iter().enumerate() {
-        let response = sse::open(&http, &rig.replicas[r].url, &viewers[r][i % VIEWERS])
-            .await
-            .unwrap();
-        let tx = tx.clone();
-        readers.push(tokio::spawn(async move {
-            sse::forward(response, tx).await.unwrap();
-        }));
-    }
-    drop(tx);
+    let mut streams = sse::Streams::open(
+        placement
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| (rig.replicas[r].url.as_str(), &viewers[r][i % VIEWERS])),
+    )
+    .await;
     let alice = &rig.alices[0];
     let mut took = Vec::new();
     // Change 0 is not measured: the streams' first write, the database's first insert.
@@ -90,32 +81,10 @@ async fn fan_out(
                            "duration_minutes": 30}))
             .await
             .unwrap();
-        let (mut got, mut last, mut created) = (0, SystemTime::UNIX_EPOCH, None);
-        let wait = async {
-            while got < n {
-                let a = rx
-                    .recv()
-                    .await
-                    .expect("every reader ended before the change arrived");
-                if !a.is_of(&id) {
-                    continue;
-                }
-                got += 1;
-                // Parsed once per change, from its first arrival.
-                created.get_or_insert_with(|| a.created_at());
-                last = last.max(a.at);
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(60), wait)
-            .await
-            .unwrap_or_else(|_| panic!("change {c} reached {got} of {n} streams within 60 s"));
+        let last = streams.delays_of(&id).await.into_iter().max();
         if c > 0 {
-            let created = created.expect("a change that arrived has its creation time");
-            took.push(last.duration_since(created).unwrap_or_default());
+            took.push(last.expect("a change reached at least one stream"));
         }
-    }
-    for r in readers {
-        r.abort();
     }
     Dist::from_durations(&took)
 }
