@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -193,4 +194,68 @@ func TestAContainerEndsWithItsMainProcessAndTakesItsProcessesAlong(t *testing.T)
 			t.Fatalf("process %s of the ended container still runs: %s", pid, stat)
 		}
 	}
+}
+
+// Stopping the node stops every container and every process each started,
+// also those that left its session, and only those: another node's container
+// keeps running.
+func TestClosingTheNodeStopsEveryContainersProcesses(t *testing.T) {
+	dir := t.TempDir()
+	const containers = 40
+	script := `setsid sleep 300 & echo $! >> "$PIDS"; sleep 300 & echo $! >> "$PIDS"; exec sleep 300`
+	node := func(name string) (*shellManager, string) {
+		pids := filepath.Join(dir, name+".pids")
+		m := newShellManager(filepath.Join(dir, name), nil)
+		m.spec = func(containerKey) ([]string, []string) {
+			return []string{"/bin/sh", "-c", script}, []string{"PIDS=" + pids}
+		}
+		return m, pids
+	}
+	shells, pids := node("closed")
+	other, otherPids := node("other")
+	defer other.closeAll()
+	if _, err := other.get(containerKey{"ns", "kept", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < containers; i++ {
+		if _, err := shells.get(containerKey{"ns", "p", "debug-" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := waitForPids(t, pids, 2*containers)
+	kept := waitForPids(t, otherPids, 2)
+	shells.closeAll()
+	for _, pid := range started {
+		if alive(pid) {
+			t.Fatalf("process %s of a stopped container still runs", pid)
+		}
+	}
+	for _, pid := range kept {
+		if !alive(pid) {
+			t.Fatalf("process %s of the other node's container was stopped with this node", pid)
+		}
+	}
+}
+
+// waitForPids waits until file lists n process ids, and returns them.
+func waitForPids(t *testing.T, file string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		raw, _ := os.ReadFile(file)
+		pids := strings.Fields(string(raw))
+		if len(pids) >= n {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s lists %d of %d processes after 30 s", file, len(pids), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// alive reports whether process pid runs (exists and is not a zombie).
+func alive(pid string) bool {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	return err == nil && !strings.Contains(string(stat), ") Z ")
 }

@@ -43,6 +43,9 @@ type shell struct {
 	nextSub  int
 	log      []byte // last logLimit bytes of output
 	exitCode int
+	// closing: the node stops every container at once (closeAll), so reap
+	// leaves the stopping to it rather than look through /proc again.
+	closing bool
 }
 
 type subscriber struct {
@@ -165,18 +168,25 @@ func (m *shellManager) killPod(namespace, pod string) {
 	}
 }
 
-// closeAll kills every shell and refuses new ones.
+// closeAll kills every shell and refuses new ones. The containers are
+// stopped together, with one look through /proc a round: one look per
+// container took minutes at a few thousand containers (each look reads every
+// process's stat and environment), longer than the test harness waits before
+// it kills this process, which left the containers' processes running.
 func (m *shellManager) closeAll() {
 	m.mu.Lock()
 	m.closed = true
-	var all []*shell
+	containers := map[int]containerKey{}
 	for _, sh := range m.shells {
-		all = append(all, sh)
+		sh.mu.Lock()
+		sh.closing = true
+		sh.mu.Unlock()
+		if sh.cmd.Process != nil {
+			containers[sh.cmd.Process.Pid] = sh.key
+		}
 	}
 	m.mu.Unlock()
-	for _, sh := range all {
-		sh.kill()
-	}
+	stopContainers(containers)
 }
 
 // kill stops the container: its main process and everything it started.
@@ -202,17 +212,33 @@ func (sh *shell) reap() {
 	}
 	sh.mu.Lock()
 	sh.exitCode = code
+	closing := sh.closing
 	sh.mu.Unlock()
-	stopContainer(sh.cmd.Process.Pid, sh.key)
+	if !closing {
+		stopContainer(sh.cmd.Process.Pid, sh.key)
+	}
 	close(sh.exited)
 }
 
 // stopContainer kills every process of the container whose main process is
 // (or was) sid: those in its session, and those carrying its marker.
 func stopContainer(sid int, key containerKey) {
-	marker := []byte(markerEnv + "=" + key.String() + "\x00")
+	stopContainers(map[int]containerKey{sid: key})
+}
+
+// stopContainers kills every process of the given containers (main process
+// id to container): those in a container's session, and those carrying a
+// container's marker.
+func stopContainers(containers map[int]containerKey) {
+	if len(containers) == 0 {
+		return
+	}
+	markers := make(map[string]bool, len(containers))
+	for _, key := range containers {
+		markers[key.String()] = true
+	}
 	for round := 0; round < 50; round++ {
-		victims := containerProcs(sid, marker)
+		victims := containerProcs(containers, markers)
 		if len(victims) == 0 {
 			return
 		}
@@ -221,17 +247,18 @@ func stopContainer(sid int, key containerKey) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	klog.InfoS("processes of a stopped container kept running", "container", key.String())
+	klog.InfoS("processes of stopped containers kept running", "containers", len(containers))
 }
 
-// containerProcs lists the live (not zombie) processes in session sid or whose
-// environment holds marker.
-func containerProcs(sid int, marker []byte) []int {
+// containerProcs lists the live (not zombie) processes in one of the sessions
+// of containers, or whose environment marks them as one of markers'.
+func containerProcs(containers map[int]containerKey, markers map[string]bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
 	self := os.Getpid()
+	prefix := []byte(markerEnv + "=")
 	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -251,19 +278,26 @@ func containerProcs(sid int, marker []byte) []int {
 		if len(fields) < 4 || fields[0] == "Z" {
 			continue
 		}
-		if s, err := strconv.Atoi(fields[3]); err == nil && s == sid {
-			out = append(out, pid)
-			continue
+		if s, err := strconv.Atoi(fields[3]); err == nil {
+			if _, ok := containers[s]; ok {
+				out = append(out, pid)
+				continue
+			}
 		}
 		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err == nil && bytes.Contains(append(environ, 0), marker) {
-			out = append(out, pid)
+		if err != nil {
+			continue
+		}
+		for _, v := range bytes.Split(environ, []byte{0}) {
+			if bytes.HasPrefix(v, prefix) && markers[string(v[len(prefix):])] {
+				out = append(out, pid)
+				break
+			}
 		}
 	}
 	return out
 }
 
-// pump copies PTY output to the subscribers until the shell exits.
 func (sh *shell) pump() {
 	buf := make([]byte, 32<<10)
 	for {
