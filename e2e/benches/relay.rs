@@ -35,6 +35,8 @@ use serde_json::json;
 mod idle;
 #[path = "relay/silent.rs"]
 mod silent;
+#[path = "relay/tail.rs"]
+mod tail;
 #[path = "relay/term.rs"]
 mod term;
 #[path = "relay/watch.rs"]
@@ -238,12 +240,23 @@ async fn one_session(server: &ServerProcess, ns: &str, pod: &str) -> (ApiClient,
 async fn keystroke_figures(direct: &mut impl Term, relayed: &mut impl Term) {
     let samples = bench::sizes(&[1000usize, 300, 300], &[30, 10, 10]);
     for (bytes, n) in [1usize, 16, 256].into_iter().zip(samples) {
+        // With `BENCH_PERF`, the paste's tail is profiled (BENCHMARKS.md, issue 36 item 5).
+        let tail = (bytes == 256).then(|| tail::Tail::start("paste")).flatten();
         // Alternating halves, so a busy minute on the shared machine falls on both.
-        let mut base = term::keystrokes(direct, bytes, n / 2).await;
-        let mut ours = term::keystrokes(relayed, bytes, n / 2).await;
-        base.extend(term::keystrokes(direct, bytes, n - n / 2).await);
-        ours.extend(term::keystrokes(relayed, bytes, n - n / 2).await);
-        let (base, ours) = (Dist::from_durations(&base), Dist::from_durations(&ours));
+        let mut base = term::keystrokes_at(direct, bytes, n / 2).await;
+        let mut ours = term::keystrokes_at(relayed, bytes, n / 2).await;
+        base.extend(term::keystrokes_at(direct, bytes, n - n / 2).await);
+        ours.extend(term::keystrokes_at(relayed, bytes, n - n / 2).await);
+        if let Some(tail) = tail {
+            tail.finish(&[("direct", &base), ("relayed", &ours)], 0.97);
+        }
+        let durations = |s: &[(std::time::Instant, Duration)]| -> Vec<Duration> {
+            s.iter().map(|&(_, took)| took).collect()
+        };
+        let (base, ours) = (
+            Dist::from_durations(&durations(&base)),
+            Dist::from_durations(&durations(&ours)),
+        );
         let size = format!("bytes={bytes},n={n}");
         for (stat, q) in [("p50", 0.5), ("p95", 0.95), ("p99", 0.99)] {
             let fig = Figure::new("relay-keystroke", stat, "ms", base.p(q), ours.p(q))

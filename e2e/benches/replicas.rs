@@ -38,6 +38,8 @@ mod idle;
 mod load;
 #[path = "common/sse.rs"]
 mod sse;
+#[path = "relay/tail.rs"]
+mod tail;
 #[allow(dead_code)]
 #[path = "relay/term.rs"]
 mod term;

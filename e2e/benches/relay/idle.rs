@@ -112,6 +112,15 @@ pub fn profile(pid: u32, name: &str, window: Duration) -> Option<std::process::C
         .ok()
 }
 
+/// Ends a profile started by [`profile`] before its window is over (`perf` writes its file
+/// on `SIGINT`) and waits for it.
+pub fn stop_profile(perf: &mut std::process::Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &perf.id().to_string()])
+        .status();
+    let _ = perf.wait();
+}
+
 /// The recorder's default flush interval, which the bench's servers keep.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 

@@ -185,6 +185,32 @@ pub async fn settle(term: &mut impl Term) {
 /// the terminal's echo of all of them arrived. Each is erased after (untimed), so the line
 /// never grows.
 pub async fn keystrokes(term: &mut impl Term, bytes: usize, samples: usize) -> Vec<Duration> {
+    keystrokes_at(term, bytes, samples)
+        .await
+        .into_iter()
+        .map(|(_, took)| took)
+        .collect()
+}
+
+/// [`keystrokes`], each with the moment it was sent: the slow ones' moments are where a
+/// profile of the tail looks (`relay/tail.rs`).
+pub async fn keystrokes_at(
+    term: &mut impl Term,
+    bytes: usize,
+    samples: usize,
+) -> Vec<(Instant, Duration)> {
+    keystrokes_paced(term, bytes, samples, Duration::ZERO).await
+}
+
+/// [`keystrokes_at`], one sent every `every` at most (as typed, not back to back), so the
+/// samples spread over the machine's periodic work instead of falling between two of its
+/// beats.
+pub async fn keystrokes_paced(
+    term: &mut impl Term,
+    bytes: usize,
+    samples: usize,
+    every: Duration,
+) -> Vec<(Instant, Duration)> {
     settle(term).await;
     let keys = vec![b'x'; bytes];
     let erase = vec![0x7f; bytes];
@@ -196,11 +222,12 @@ pub async fn keystrokes(term: &mut impl Term, bytes: usize, samples: usize) -> V
         read_count(term, b'x', bytes).await;
         let took = start.elapsed();
         if i >= 10 {
-            times.push(took);
+            times.push((start, took));
         }
         // The line discipline echoes an erased character as "\b \b".
         term.send(&erase).await;
         read_count(term, 0x08, 2 * bytes).await;
+        tokio::time::sleep_until((start + every).into()).await;
     }
     times
 }
