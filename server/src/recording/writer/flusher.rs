@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use breakglass_shared::session::RecordingRef;
+use rand::Rng as _;
 use sha2::Digest;
 use time::OffsetDateTime;
 use tokio::sync::watch;
@@ -35,6 +36,17 @@ fn retry_schedule(config: &WriterConfig) -> ExponentialBuilder {
         .with_max_delay(config.retry_max)
         .with_factor(2.0)
         .without_max_times()
+}
+
+/// The delay of a writer's first flush, at its start or after a quiet spell: somewhere in the
+/// last three quarters of the interval, so that writers woken together do not store their
+/// segments, and commit each new version to the session's row, in the same instant of every
+/// interval from then on. A thousand terminals that began printing within a second did: every
+/// five seconds their three replicas and the database took the whole machine for seconds, and
+/// a keystroke's echo, relayed or not, waited up to a quarter of a second (BENCHMARKS.md,
+/// "Three replicas").
+fn spread(interval: Duration) -> Duration {
+    interval.mul_f64(rand::thread_rng().gen_range(0.25..=1.0))
 }
 
 /// The flusher task's own state: the bytes taken but not yet in a stored segment, and where
@@ -87,7 +99,7 @@ impl Flusher {
 
     async fn run(mut self) {
         let interval = self.shared.config.flush_interval;
-        let mut next = Instant::now() + interval;
+        let mut next = Instant::now() + spread(interval);
         loop {
             let parked = self.park();
             tokio::select! {
@@ -98,7 +110,7 @@ impl Flusher {
                 // Woken from a quiet spell: what woke it is stored within an interval from
                 // now, unless it has to go at once (a finish, an abandon, a failure, a
                 // segment's worth).
-                next = Instant::now() + interval;
+                next = Instant::now() + spread(interval);
                 if !self.urgent() {
                     continue;
                 }
@@ -328,6 +340,19 @@ impl Flusher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_flushes_spread_over_the_last_three_quarters_of_the_interval() {
+        let interval = Duration::from_secs(4);
+        let delays: Vec<Duration> = (0..1000).map(|_| spread(interval)).collect();
+        assert!(delays.iter().all(|d| (interval / 4..=interval).contains(d)));
+        // Spread, not one instant: both halves of the range are drawn.
+        let early = delays.iter().filter(|d| **d < interval * 5 / 8).count();
+        assert!(
+            (300..700).contains(&early),
+            "{early} of 1000 in the first half"
+        );
+    }
 
     #[test]
     fn retry_delays_start_at_the_initial_delay_and_double_up_to_the_longest() {
