@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use sqlx::postgres::{PgListener, PgPoolOptions};
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection as _, PgConnection, PgPool};
 use tokio::sync::broadcast;
 
 use crate::store::notice::{self, Notice, CHANNEL};
@@ -38,6 +38,19 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
+            // sqlx pings every connection it hands out by default: a round trip before each
+            // query, a tenth of a replica's CPU with 333 terminals printing on it (BENCHMARKS.md,
+            // "Three replicas"). A connection used within the last second is taken as alive;
+            // one idle longer (the database may have restarted meanwhile) is still checked.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for > PING_AFTER_IDLE {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect(url)
             .await?;
         sqlx::migrate!("./migrations/postgres").run(&pool).await?;
@@ -145,6 +158,9 @@ async fn follow(
         }
     }
 }
+
+/// How long a pooled connection may sit unused before it is pinged on its next use.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// How the outbox claim's select ends: each due row has one worker: a claim passes over rows another replica is claiming.
 const CLAIM_LOCK: &str = " FOR UPDATE SKIP LOCKED";
