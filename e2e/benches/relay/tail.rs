@@ -78,6 +78,9 @@ impl Tail {
     /// seconds, and the duration in ms), slowest first.
     pub fn finish(mut self, sets: &[(&str, &[(Instant, Duration)])], quantile: f64) {
         super::idle::stop_profile(&mut self.perf);
+        for fifo in ["ctl", "ack"] {
+            let _ = std::fs::remove_file(format!("{}.{fifo}", self.base));
+        }
         // Instants are opaque: one reading of both clocks at once maps the one onto the other.
         let (now, wall) = (Instant::now(), std::time::SystemTime::now());
         let wall = wall

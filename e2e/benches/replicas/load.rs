@@ -17,8 +17,8 @@ use breakglass_shared::terminal::Frame;
 use futures::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::tail;
 use super::term::{self, Relayed};
+use super::{idle, tail};
 use super::{Open, Rig, REPLICAS};
 
 /// How often each printing terminal prints a line: a log followed with `tail -f`. At four
@@ -35,7 +35,6 @@ const TYPED_EVERY: Duration = Duration::from_millis(50);
 
 /// Bytes of one printed line, at least (a line and the terminal's CRLF).
 const LINE: usize = 40;
-
 
 /// The printing terminals at each size (the largest the 1,000).
 pub fn printing_sizes() -> Vec<usize> {
@@ -138,6 +137,10 @@ pub async fn keystroke_figures(rig: &Rig, open: &mut Open) {
         // With `BENCH_PERF`, the whole machine is profiled over the largest size's keystrokes,
         // and the slowest of each side's are looked at (`relay/tail.rs`).
         let tail = last.then(|| tail::Tail::start("replicas-keys")).flatten();
+        // And one replica's call graphs for half a minute of it: what its share is spent on.
+        let replica = last
+            .then(|| idle::profile(rig.pids()[0], "replicas-keys-r0", Duration::from_secs(30)))
+            .flatten();
         let (mut base, mut ours) = (Vec::new(), Vec::new());
         let mut per_replica = vec![Vec::new(); REPLICAS];
         // Each half's p99 per replica too: a tail from one part of the window (the printers'
@@ -155,10 +158,18 @@ pub async fn keystroke_figures(rig: &Rig, open: &mut Open) {
             }
             per_half.push(this_half.join(" / "));
         }
+        if let Some(mut replica) = replica {
+            let _ = replica.wait();
+        }
         if let Some(tail) = tail {
             let names = ["through-0", "through-1", "through-2"];
             let mut sets = vec![("direct", base.as_slice())];
-            sets.extend(names.iter().zip(&per_replica).map(|(n, s)| (*n, s.as_slice())));
+            sets.extend(
+                names
+                    .iter()
+                    .zip(&per_replica)
+                    .map(|(n, s)| (*n, s.as_slice())),
+            );
             tail.finish(&sets, 0.99);
         }
         // The printers still print (a short run's keystrokes can take less than a line's
