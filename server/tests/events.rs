@@ -324,3 +324,58 @@ async fn a_second_server_on_one_sqlite_file_is_refused() {
     );
     drop(first);
 }
+
+/// Requests succeed after the database dropped every connection of the server (a restart, a
+/// failover, a proxy's idle cut), now that the pool no longer pings each connection before
+/// every query (`store/postgres.rs`, `PING_AFTER_IDLE`: only one unused for a second). In a
+/// run with that ping disabled altogether this passed too: the dead connections are also
+/// found and replaced by the server's own background queries before these requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_succeed_after_the_database_dropped_every_connection() {
+    let Some(admin) = common::postgres_admin() else {
+        return;
+    };
+    let url = common::fresh_pg_database(&admin).await;
+    let s = common::server_with("postgres", Some(url.clone()), file()).await;
+    let alice = s.login("alice").await;
+    s.create(&alice, "dev").await;
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+        .await
+        .unwrap();
+    let cut: Vec<(i32,)> = sqlx::query_as(
+        "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(&db)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert!(!cut.is_empty(), "the server holds connections to {db}");
+    let pids: Vec<i32> = cut.into_iter().map(|(p,)| p).collect();
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid")
+        .bind(&pids)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (left,): (i64,) =
+            sqlx::query_as("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)")
+                .bind(&pids)
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{left} backends still there");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The pool's connections are dead now, and each has sat unused for longer than the
+    // second after which it is pinged before use (this wait is that condition itself).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Each asserts its 201.
+    for _ in 0..3 {
+        s.create(&alice, "dev").await;
+    }
+}

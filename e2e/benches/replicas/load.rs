@@ -30,7 +30,8 @@ const STEADY_PERIOD: Duration = Duration::from_secs(1);
 /// How often a keystroke is typed (20 a second). Back to back, the 1,200 round trips of the
 /// largest size took 1.5 s, less than one beat of the machine's periodic work (each debug
 /// container's watcher looks every 5 s, each replica sweeps every 5 s, each recording is
-/// flushed every 5 s), and its p99 went from 3 ms to 8 ms between runs by where the beats fell.
+/// flushed every 5 s), and its p99 depended on where the beats fell (BENCHMARKS.md, "Three
+/// replicas").
 const TYPED_EVERY: Duration = Duration::from_millis(50);
 
 /// Bytes of one printed line, at least (a line and the terminal's CRLF).
