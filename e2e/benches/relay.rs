@@ -250,13 +250,7 @@ async fn keystroke_figures(direct: &mut impl Term, relayed: &mut impl Term) {
         if let Some(tail) = tail {
             tail.finish(&[("direct", &base), ("relayed", &ours)], 0.97);
         }
-        let durations = |s: &[(std::time::Instant, Duration)]| -> Vec<Duration> {
-            s.iter().map(|&(_, took)| took).collect()
-        };
-        let (base, ours) = (
-            Dist::from_durations(&durations(&base)),
-            Dist::from_durations(&durations(&ours)),
-        );
+        let (base, ours) = (term::dist(&base), term::dist(&ours));
         let size = format!("bytes={bytes},n={n}");
         for (stat, q) in [("p50", 0.5), ("p95", 0.95), ("p99", 0.99)] {
             let fig = Figure::new("relay-keystroke", stat, "ms", base.p(q), ours.p(q))

@@ -2,9 +2,9 @@
 //! flight. A call-graph profile of the server (`idle::profile`) shows where its time goes on
 //! average; a p99 is three samples in three hundred, and their few milliseconds vanish in it.
 //! With `BENCH_PERF=DIR`, [`Tail::start`] samples every CPU (`perf record -a`, stamped with
-//! `CLOCK_REALTIME`, the clock `SystemTime` reads) and [`Tail::finish`] writes the slowest samples' windows next to it;
-//! `scripts/perf-windows.py DIR/NAME` then counts, per window and over all of them against the
-//! whole profile, which processes and functions were on the CPUs.
+//! `CLOCK_REALTIME`, the clock `SystemTime` reads) and [`Tail::finish`] writes the slowest
+//! samples' windows next to it; `scripts/perf-windows.py DIR/NAME` then counts, per window and
+//! over all of them against the whole profile, which processes and functions were on the CPUs.
 
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};

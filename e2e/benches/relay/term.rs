@@ -6,6 +6,7 @@
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
+use breakglass_e2e::bench::Dist;
 use breakglass_e2e::server::{ApiClient, ServerProcess};
 use breakglass_shared::terminal::Frame;
 use futures::{SinkExt, StreamExt};
@@ -230,6 +231,13 @@ pub async fn keystrokes_paced(
         tokio::time::sleep_until((start + every).into()).await;
     }
     times
+}
+
+/// The distribution of timed samples' durations (what [`keystrokes_at`] and
+/// [`keystrokes_paced`] return).
+pub fn dist(samples: &[(Instant, Duration)]) -> Dist {
+    let took: Vec<Duration> = samples.iter().map(|&(_, took)| took).collect();
+    Dist::from_durations(&took)
 }
 
 /// Time for `bytes` of output (`yes` cut by `head -c`, so the shell and the PTY are the

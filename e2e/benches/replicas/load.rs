@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use breakglass_e2e::bench::{self, Dist, Figure, Target};
+use breakglass_e2e::bench::{self, Figure, Target};
 use breakglass_shared::terminal::Frame;
 use futures::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
@@ -153,7 +153,7 @@ pub async fn keystroke_figures(rig: &Rig, open: &mut Open) {
             for (r, t) in typed.iter_mut().enumerate() {
                 base.extend(term::keystrokes_paced(&mut direct, 1, each, TYPED_EVERY).await);
                 let mine = term::keystrokes_paced(t, 1, each, TYPED_EVERY).await;
-                this_half.push(format!("{:.3}", dist(&mine).p(0.99)));
+                this_half.push(format!("{:.3}", term::dist(&mine).p(0.99)));
                 per_replica[r].extend(mine.iter().copied());
                 ours.extend(mine);
             }
@@ -190,10 +190,10 @@ pub async fn keystroke_figures(rig: &Rig, open: &mut Open) {
         .await
         .unwrap();
         let printed = received.load(Ordering::Relaxed) - before;
-        let (base, ours) = (dist(&base), dist(&ours));
+        let (base, ours) = (term::dist(&base), term::dist(&ours));
         let each_p99: Vec<String> = per_replica
             .iter()
-            .map(|d| format!("{:.3}", dist(d).p(0.99)))
+            .map(|d| format!("{:.3}", term::dist(d).p(0.99)))
             .collect();
         println!(
             "replicas-keystroke printing={p}: p50 {:.3} vs {:.3} ms direct; p99 per replica {} ms (halves: {}); {:.1} KB printed meanwhile",
@@ -218,10 +218,4 @@ pub async fn keystroke_figures(rig: &Rig, open: &mut Open) {
     for printer in &mut open.printers {
         printer.stop().await;
     }
-}
-
-/// The distribution of timed samples' durations.
-fn dist(samples: &[(std::time::Instant, Duration)]) -> Dist {
-    let took: Vec<Duration> = samples.iter().map(|&(_, took)| took).collect();
-    Dist::from_durations(&took)
 }
