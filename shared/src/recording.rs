@@ -163,6 +163,11 @@ impl Utf8Carry {
         out
     }
 
+    /// Whether nothing is held back (the last chunk ended on a whole character).
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// Whatever is still held back, as replacement text.
     pub fn finish(&mut self) -> String {
         let s = String::from_utf8_lossy(&self.pending).into_owned();
