@@ -2,14 +2,17 @@
 //! the replica that serves its terminal. The relay hands the hub every piece of output it tees
 //! into the recording (under the hub's lock, so a watcher's first screen and the stream after
 //! it meet without a gap or an overlap); the hub keeps the screen in a server-side terminal
-//! emulator (asciinema's `avt`) only while someone watches, and fans the output out to each
-//! watcher's own bounded queue. A watcher whose queue is full is skipped from then on and told
+//! emulator (asciinema's `avt`) only while someone watches, on a thread of its own and fed
+//! lazily (`feed.rs`: output that scrolled off before anyone asked for the screen is never
+//! emulated, the emulator costing several times what the relay does), and fans the output out
+//! to each watcher's own bounded queue. A watcher whose queue is full is skipped from then on and told
 //! to catch up: it drops what it had queued and gets a fresh screen, so a slow watcher never
 //! slows the requester or the pod. Who watches (and whether an approver is among them, which a
 //! moderated session's input waits for) is the hub's [`Audience`], which the relay follows.
 //!
 //! Nothing a watcher sends goes anywhere: the socket's reader discards it (`http/watch.rs`).
 
+mod feed;
 mod screen;
 
 use std::collections::HashMap;
@@ -28,10 +31,15 @@ use screen::Screen;
 /// 64 KiB, a few MiB at worst, bounded whatever the pod prints.
 pub const QUEUE: usize = 128;
 
-/// Pieces the painter (the emulator's own thread) may have waiting. Past it the painter is
-/// dropped rather than the relay slowed, and the next watcher to catch up draws the screen
-/// from the recording again.
-const PAINT_QUEUE: usize = 1024;
+/// Batches (of about [`BATCH`] bytes) and requests the painter (the emulator's own thread) may
+/// have waiting: a few MiB. Past it the painter is dropped rather than the relay slowed, and
+/// the next watcher to catch up draws the screen from the recording again.
+const PAINT_QUEUE: usize = 16;
+
+/// Output the relay gathers before handing it to the painter in one go: a handover wakes the
+/// painter's thread, and the screen is only needed when a watcher asks for it (every request
+/// hands over what was gathered first).
+const BATCH: usize = 256 * 1024;
 
 /// Output held while a first screen is drawn from the recording; past it the drawing is
 /// thrown away when done and drawn again from a later cut (memory stays bounded under a flood).
@@ -39,7 +47,7 @@ const HOLD_WHILE_DRAWING: usize = 8 * 1024 * 1024;
 
 /// What the painter is handed, in the order of the output.
 enum Paint {
-    Output(Bytes),
+    Output(Vec<Bytes>),
     Resize(u16, u16),
     /// The frames that draw the screen as it is after everything before this.
     Frames(oneshot::Sender<Vec<Bytes>>),
@@ -52,21 +60,33 @@ enum Keep {
     /// A watcher draws it from the recording (the draw's number); what came since the cut.
     Building(u64, Screen),
     /// The painter has it: a thread of its own feeds the emulator, so a watched terminal's
-    /// relay only hands over each piece.
-    Painting(mpsc::Sender<Paint>),
+    /// relay only gathers the pieces and hands them over now and then.
+    Painting {
+        /// To the painter.
+        to: mpsc::Sender<Paint>,
+        /// Output not handed over yet.
+        batch: Vec<Bytes>,
+        /// Its bytes.
+        gathered: usize,
+    },
 }
 
 /// The painter: feeds the emulator on a blocking thread until the hub drops its sender.
 fn paint(mut screen: Screen, mut work: mpsc::Receiver<Paint>) {
     while let Some(p) = work.blocking_recv() {
         match p {
-            Paint::Output(piece) => screen.output(&piece),
+            Paint::Output(pieces) => {
+                for piece in pieces {
+                    screen.output(piece);
+                }
+            }
             Paint::Resize(cols, rows) => screen.resize(cols, rows),
             Paint::Frames(reply) => {
                 let _ = reply.send(screen.frames().unwrap_or_default());
             }
         }
     }
+    tracing::debug!(skipped = screen.skipped(), "the painter stopped");
 }
 
 /// Who watches a session now.
@@ -246,7 +266,7 @@ impl Hub {
         if inner.seats.is_empty() {
             return Ok(());
         }
-        inner.paint(|s| s.output(piece), || Paint::Output(frame.slice(1..)));
+        inner.paint(Paint::Output(vec![frame.slice(1..)]));
         inner.fan_out(frame);
         Ok(())
     }
@@ -258,7 +278,7 @@ impl Hub {
         if inner.seats.is_empty() {
             return Ok(());
         }
-        inner.paint(|s| s.resize(cols, rows), || Paint::Resize(cols, rows));
+        inner.paint(Paint::Resize(cols, rows));
         let frame = breakglass_shared::terminal::Frame::Resize { cols, rows }.encode();
         inner.fan_out(&Bytes::from(frame));
         Ok(())
@@ -325,9 +345,13 @@ impl Hub {
                 match std::mem::replace(&mut inner.screen, Keep::Off) {
                     Keep::Building(n, mut since) if n == draw => {
                         since.finish_building(drawn);
-                        let (tx, rx) = mpsc::channel(PAINT_QUEUE);
+                        let (to, rx) = mpsc::channel(PAINT_QUEUE);
                         tokio::task::spawn_blocking(move || paint(since, rx));
-                        inner.screen = Keep::Painting(tx);
+                        inner.screen = Keep::Painting {
+                            to,
+                            batch: Vec::new(),
+                            gathered: 0,
+                        };
                     }
                     // Overtaken by a later draw, or given up: that one stands.
                     other => inner.screen = other,
@@ -361,7 +385,10 @@ impl Hub {
         let asked = match &inner.screen {
             Keep::Building(..) => return CatchUp::Wait,
             Keep::Off => false,
-            Keep::Painting(tx) => tx.try_send(Paint::Frames(reply)).is_ok(),
+            Keep::Painting { .. } => {
+                inner.paint(Paint::Frames(reply));
+                matches!(inner.screen, Keep::Painting { .. })
+            }
         };
         if !asked {
             inner.draws += 1;
@@ -391,17 +418,49 @@ impl Hub {
 }
 
 impl Inner {
-    /// Hands a piece (or a resize) to whatever keeps the screen: the one drawing it, or the
-    /// painter; a painter too far behind is dropped, and every watcher draws the screen again
-    /// (from the recording) rather than the relay waiting.
-    fn paint(&mut self, building: impl FnOnce(&mut Screen), painting: impl FnOnce() -> Paint) {
-        let dropped = match &mut self.screen {
-            Keep::Off => false,
-            Keep::Building(_, s) => {
-                building(s);
+    /// Hands output, a resize or a request for the screen to whatever keeps the screen: the
+    /// one drawing it, or the painter (output is gathered, and handed over in batches and
+    /// ahead of anything else); a painter too far behind is dropped, and every watcher draws
+    /// the screen again (from the recording) rather than the relay waiting.
+    fn paint(&mut self, work: Paint) {
+        let dropped = match (&mut self.screen, work) {
+            (Keep::Off, _) => false,
+            (Keep::Building(_, s), work) => {
+                match work {
+                    Paint::Output(pieces) => pieces.into_iter().for_each(|p| s.output(p)),
+                    Paint::Resize(cols, rows) => s.resize(cols, rows),
+                    // Nobody asks a screen being drawn (`catch_up` says wait).
+                    Paint::Frames(_) => {}
+                }
                 s.held() > HOLD_WHILE_DRAWING
             }
-            Keep::Painting(tx) => tx.try_send(painting()).is_err(),
+            (
+                Keep::Painting {
+                    to,
+                    batch,
+                    gathered,
+                },
+                work,
+            ) => {
+                let work = match work {
+                    Paint::Output(mut pieces) => {
+                        *gathered += pieces.iter().map(Bytes::len).sum::<usize>();
+                        batch.append(&mut pieces);
+                        None
+                    }
+                    other => Some(other),
+                };
+                let hand_over = work.is_some() || *gathered >= BATCH;
+                let mut full = false;
+                if hand_over && !batch.is_empty() {
+                    full = to.try_send(Paint::Output(std::mem::take(batch))).is_err();
+                    *gathered = 0;
+                }
+                if let Some(work) = work {
+                    full = full || to.try_send(work).is_err();
+                }
+                full
+            }
         };
         if dropped {
             self.screen = Keep::Off;

@@ -1,10 +1,14 @@
 //! The screen a watcher joins to: a server-side terminal emulator (`avt`) fed the session's
 //! output, kept only while someone watches. The first watcher after a quiet spell draws it
 //! from the recording; output that arrives meanwhile is held as operations and applied after.
+//! The emulator is fed lazily ([`Feeder`]): only what can still be on the screen when a
+//! watcher asks for it is emulated.
 
-use breakglass_shared::recording::{Code, Event, Header, Utf8Carry};
+use breakglass_shared::recording::{Code, Event, Header};
 use breakglass_shared::terminal::{clamp_size, Frame, MAX_FRAME, TAG_DATA};
 use bytes::Bytes;
+
+use super::feed::Feeder;
 
 /// What the hub keeps of the screen.
 pub(super) enum Screen {
@@ -20,8 +24,8 @@ pub(super) enum Screen {
     Live {
         /// The emulator.
         vt: Box<avt::Terminal>,
-        /// A UTF-8 sequence split across output pieces.
-        carry: Utf8Carry,
+        /// What feeds it.
+        feeder: Box<Feeder>,
         /// Columns and rows.
         size: (u16, u16),
     },
@@ -48,7 +52,7 @@ impl Screen {
             .unwrap_or_else(|_| unreachable_size());
         Screen::Live {
             vt: Box::new(vt),
-            carry: Utf8Carry::default(),
+            feeder: Box::default(),
             size: (cols, rows),
         }
     }
@@ -66,7 +70,7 @@ impl Screen {
             let event: Event = serde_json::from_str(line)
                 .map_err(|e| format!("the recording's line {} does not read: {e}", i + 2))?;
             match event.code {
-                Code::Output => screen.output(event.data.as_bytes()),
+                Code::Output => screen.output(Bytes::from(event.data)),
                 Code::Resize => {
                     if let Some((c, r)) = event.data.split_once('x') {
                         if let (Ok(c), Ok(r)) = (c.parse(), r.parse()) {
@@ -81,14 +85,14 @@ impl Screen {
     }
 
     /// Output shown on the terminal.
-    pub(super) fn output(&mut self, piece: &[u8]) {
+    pub(super) fn output(&mut self, piece: Bytes) {
         match self {
             Screen::Off => {}
             Screen::Building { ops } => match ops.last_mut() {
-                Some(Op::Output(o)) => o.extend_from_slice(piece),
+                Some(Op::Output(o)) => o.extend_from_slice(&piece),
                 _ => ops.push(Op::Output(piece.to_vec())),
             },
-            Screen::Live { vt, carry, .. } => vt.feed(carry.push(piece).as_str()),
+            Screen::Live { vt, feeder, .. } => feeder.output(vt, piece),
         }
     }
 
@@ -111,8 +115,10 @@ impl Screen {
         match self {
             Screen::Off => {}
             Screen::Building { ops } => ops.push(Op::Resize(cols, rows)),
-            Screen::Live { vt, size, .. } => {
+            Screen::Live { vt, feeder, size } => {
                 let (cols, rows) = clamp_size(cols, rows);
+                // What is held was printed at the old size.
+                feeder.settle(vt);
                 vt.resize(usize::from(cols), usize::from(rows));
                 *size = (cols, rows);
             }
@@ -124,7 +130,7 @@ impl Screen {
         if let Screen::Building { ops } = std::mem::replace(self, Screen::Off) {
             for op in ops {
                 match op {
-                    Op::Output(o) => drawn.output(&o),
+                    Op::Output(o) => drawn.output(Bytes::from(o)),
                     Op::Resize(c, r) => drawn.resize(c, r),
                 }
             }
@@ -132,13 +138,24 @@ impl Screen {
         *self = drawn;
     }
 
-    /// The frames that draw this screen on a fresh terminal: its size, then a reset and the
-    /// emulator's dump (the cells, their colours, the cursor and the modes), in data frames
-    /// within the frame limit. `None` unless the screen is live.
-    pub(super) fn frames(&self) -> Option<Vec<Bytes>> {
-        let Screen::Live { vt, size, .. } = self else {
+    /// Bytes of output that never had to be emulated (they could not show on any screen
+    /// asked for).
+    pub(super) fn skipped(&self) -> u64 {
+        match self {
+            Screen::Live { feeder, .. } => feeder.skipped(),
+            _ => 0,
+        }
+    }
+
+    /// The frames that draw this screen on a fresh terminal: its size, then a reset, the
+    /// emulator's dump (the cells, their colours, the cursor and the modes) and a sequence the
+    /// output is in the middle of, in data frames within the frame limit. `None` unless the
+    /// screen is live.
+    pub(super) fn frames(&mut self) -> Option<Vec<Bytes>> {
+        let Screen::Live { vt, feeder, size } = self else {
             return None;
         };
+        feeder.settle(vt);
         let mut frames = vec![Bytes::from(
             Frame::Resize {
                 cols: size.0,
@@ -146,7 +163,7 @@ impl Screen {
             }
             .encode(),
         )];
-        let text = format!("{RESET}{}", vt.dump());
+        let text = format!("{RESET}{}{}", vt.dump(), feeder.partial());
         for piece in chunks_at_chars(&text, MAX_FRAME - 1) {
             let mut frame = Vec::with_capacity(piece.len() + 1);
             frame.push(TAG_DATA);
@@ -185,10 +202,11 @@ fn chunks_at_chars(text: &str, max: usize) -> impl Iterator<Item = &str> {
 mod tests {
     use super::*;
 
-    fn screen_text(s: &Screen) -> String {
-        let Screen::Live { vt, .. } = s else {
+    fn screen_text(s: &mut Screen) -> String {
+        let Screen::Live { vt, feeder, .. } = s else {
             panic!("not live")
         };
+        feeder.settle(vt);
         vt.screen()
             .text()
             .iter()
@@ -208,22 +226,23 @@ mod tests {
             "[0.3,\"m\",\"watching: bob\"]\n",
             "[0.4,\"o\",\"\\rSECOND\\r\\nthird\"]\n",
         );
-        let s = Screen::from_cast(cast.as_bytes()).unwrap();
-        assert_eq!(screen_text(&s), "first\nSECOND\nthird");
+        let mut s = Screen::from_cast(cast.as_bytes()).unwrap();
+        assert_eq!(screen_text(&mut s), "first\nSECOND\nthird");
     }
 
     #[test]
     fn output_while_drawing_is_applied_after_the_cut_in_order() {
         let mut s = Screen::building();
-        s.output("A\u{e9}".as_bytes().split_at(2).0);
-        s.output(&"A\u{e9}".as_bytes()[2..]);
+        let a = Bytes::from_static("A\u{e9}".as_bytes());
+        s.output(a.slice(..2));
+        s.output(a.slice(2..));
         s.resize(30, 4);
-        s.output(b"\r\nB");
+        s.output(Bytes::from_static(b"\r\nB"));
         let drawn =
             Screen::from_cast(b"{\"version\":2,\"width\":20,\"height\":3}\n[0.1,\"o\",\"x\"]\n")
                 .unwrap();
         s.finish_building(drawn);
-        assert_eq!(screen_text(&s), "xA\u{e9}\nB");
+        assert_eq!(screen_text(&mut s), "xA\u{e9}\nB");
         let Screen::Live { size, .. } = &s else {
             panic!("not live")
         };
@@ -233,7 +252,7 @@ mod tests {
     #[test]
     fn frames_redraw_the_screen_on_a_fresh_terminal() {
         let mut s = Screen::from_cast(b"{\"version\":2,\"width\":20,\"height\":3}\n").unwrap();
-        s.output("\x1b[31mred\x1b[0m \u{263a}".as_bytes());
+        s.output(Bytes::from_static("\x1b[31mred\x1b[0m \u{263a}".as_bytes()));
         let frames = s.frames().unwrap();
         assert_eq!(
             Frame::decode(&frames[0]),
@@ -247,8 +266,8 @@ mod tests {
             text.push_str(std::str::from_utf8(d).unwrap());
         }
         let mut fresh = Screen::from_cast(b"{\"version\":2,\"width\":20,\"height\":3}\n").unwrap();
-        fresh.output(text.as_bytes());
-        assert_eq!(screen_text(&fresh), "red \u{263a}");
+        fresh.output(Bytes::from(text));
+        assert_eq!(screen_text(&mut fresh), "red \u{263a}");
         assert!(Screen::Off.frames().is_none());
     }
 
