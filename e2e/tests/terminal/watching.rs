@@ -194,6 +194,17 @@ async fn a_watcher_who_falls_behind_catches_up_without_slowing_the_requester() {
         caught.closed,
         server.log_text()
     );
+    // The fresh screen (after its reset) ends as alice's did: the last lines, in order, though
+    // the screen's emulator skipped most of what scrolled past.
+    let screen = &caught.text[caught.text.rfind("\x1bc").unwrap()..];
+    let lines: Vec<u64> = screen
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .filter(|&n| n > 1_000_000)
+        .collect();
+    assert!(lines.len() >= 10, "{screen:?}");
+    assert_eq!(lines.last(), Some(&1_500_000), "{screen:?}");
+    assert!(lines.windows(2).all(|w| w[1] == w[0] + 1), "{screen:?}");
     // And he is live again after it.
     type_in(&mut term, "echo again-$((9*9))\r").await;
     let again = read_while(&mut watcher, |s| s.text.contains("again-81")).await;
