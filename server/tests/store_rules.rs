@@ -61,3 +61,32 @@ async fn rows_cannot_be_deleted_and_events_cannot_be_changed_on_either_database(
         );
     }
 }
+
+#[tokio::test]
+async fn events_read_apart_from_their_row_become_those_of_its_version_on_either_database() {
+    for s in common::servers().await {
+        let alice = s.login("alice").await;
+        let id: uuid::Uuid = s.create(&alice, "dev").await["id"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let store = s.ctx.store.as_ref();
+        let old_row = store.get(id).await.unwrap().unwrap();
+        let old_events = store.events(id).await.unwrap();
+        assert_eq!(old_events.len() as i64, old_row.version, "{}", s.backend);
+        let r = s
+            .act(&alice, &id.to_string(), "end", Some(serde_json::json!({})))
+            .await;
+        assert!(r.status.is_success(), "{}: {:?}", s.backend, r.body);
+        let new_row = store.get(id).await.unwrap().unwrap();
+        let new_events = store.events(id).await.unwrap();
+        assert!(new_row.version > old_row.version, "{}", s.backend);
+        // Events read after a later change than the row's: cut to the row.
+        let as_of = breakglass_server::store::events_as_of(store, &old_row, new_events.clone());
+        assert_eq!(as_of.await.unwrap(), old_events, "{}", s.backend);
+        // Events read before the row's change: read again.
+        let as_of = breakglass_server::store::events_as_of(store, &new_row, old_events.clone());
+        assert_eq!(as_of.await.unwrap(), new_events, "{}", s.backend);
+    }
+}

@@ -186,7 +186,9 @@ async fn session<W: std::io::Write>(
         .max(0) as u64;
     let dir = id.to_string();
     add(tar, &format!("{dir}/session.json"), &json(s), mtime)?;
-    let events = src.store.events(id).await?;
+    // Read after the row: the session may have changed since.
+    let events =
+        crate::store::events_as_of(src.store.as_ref(), s, src.store.events(id).await?).await?;
     add(tar, &format!("{dir}/events.json"), &json(&events), mtime)?;
     if let Some(spec) = &s.spec {
         add(

@@ -194,7 +194,8 @@ pub async fn get(
         store.events(id)
     );
     let (session, _) = found?;
-    let events = events?;
+    // Read apart, the two may straddle a change.
+    let events = crate::store::events_as_of(store.as_ref(), &session, events?).await?;
     let approvers = if session.state == SessionState::PendingApproval {
         approvers_of(&config, &session)
     } else {

@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 mod bulk;
 mod error;
+mod events;
 mod keys;
 mod leases;
 mod list;
@@ -30,6 +31,7 @@ mod search;
 mod sqlite;
 
 pub use error::StoreError;
+pub use events::events_as_of;
 pub use keys::{Challenge, KeyStore, SecurityKey};
 pub use leases::LEASE_BATCH;
 pub use list::ListFilter;
