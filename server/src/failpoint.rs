@@ -9,7 +9,8 @@
 //! of activation or cleanup, which are rare.
 //!
 //! Debug builds also pause at a named step ([`pause`]), so a test can change the cluster
-//! between two steps of a running activation, through the real API server.
+//! between two steps of a running activation, through the real API server, or act while a
+//! watcher's first screen waits for the recording's store.
 
 use breakglass_shared::session::Progress;
 
@@ -74,6 +75,9 @@ pub enum Failpoint {
     AnnotationRemoved,
     /// The grant's deletion is on the row.
     GrantDeleted,
+    /// A watcher's first screen is about to be drawn from the recording (a pause only: the
+    /// draw waits there, as it would for a slow store).
+    FirstScreen,
 }
 
 impl Failpoint {
@@ -98,6 +102,7 @@ impl Failpoint {
             Failpoint::DebugStopped => "debug-stopped",
             Failpoint::AnnotationRemoved => "annotation-removed",
             Failpoint::GrantDeleted => "grant-deleted",
+            Failpoint::FirstScreen => "first-screen",
         }
     }
 

@@ -303,3 +303,74 @@ async fn a_moderated_session_takes_input_only_while_an_approver_watches() {
         .count();
     assert_eq!((pauses, resumes), (2, 2), "{markers:?}");
 }
+
+/// A watcher whose first screen waits (here at a pause where the draw waits for the
+/// recording's store) is still closed at once when his right to watch is taken, and the
+/// watcher waiting with him is not left waiting for a draw nobody finishes: she draws it.
+#[tokio::test]
+async fn a_watcher_waiting_for_the_first_screen_is_still_closed_when_revoked() {
+    let (dir, cfg, ns) = prepare(&format!("[recording]\n{LOCAL_STORE}\n")).await;
+    let resume = dir.path().join("resume");
+    let server = ServerProcess::start(
+        &cfg,
+        &dir.path().join("data"),
+        &[
+            ("BREAKGLASS_PAUSE_AT", "first-screen"),
+            ("BREAKGLASS_PAUSE_UNTIL", resume.to_str().unwrap()),
+        ],
+    )
+    .await
+    .unwrap();
+    let (alice, id) = request(&server, &ns).await;
+    alice.wait_state(&id, &["Active"], T).await.unwrap();
+    let mut term = connect(&server, &alice, &id).await;
+    type_and_see(&server, &mut term, b"echo before-$((6*7))\r", "before-42").await;
+
+    // bob's first screen is drawn from the recording, and that draw waits.
+    let bob = server.login("bob").await.unwrap();
+    let mut watcher = watch(&server, &bob, &id).await;
+    let paused = resume.with_extension("paused");
+    breakglass_e2e::wait_until("bob's first screen waiting", T, || async {
+        Ok(paused.exists().then_some(()))
+    })
+    .await
+    .unwrap();
+    // carol joins meanwhile and waits for bob's draw; bob is told she watches.
+    let carol = server.login("carol").await.unwrap();
+    let mut admin = watch(&server, &carol, &id).await;
+    let both = read_while(&mut watcher, |s| {
+        last_watchers(s).is_some_and(|w| w.contains(&"carol".to_string()))
+    })
+    .await;
+    assert!(both.closed.is_none(), "{both:?}\n{}", server.log_text());
+    assert!(!both.text.contains("before-42"), "{both:?}");
+
+    // bob is locked out: his socket closes now, though his screen is still being drawn.
+    let (status, v) = carol
+        .post(
+            "/users/bob/lock",
+            json!({"reason": "INC-7 watching too much"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{v}");
+    let locked = tokio::time::Instant::now();
+    let gone = read_while(&mut watcher, |_| false).await;
+    let took = locked.elapsed();
+    let (code, reason) = gone.closed.clone().unwrap();
+    assert_eq!(code, close::REVOKED, "{gone:?}\n{}", server.log_text());
+    assert!(reason.contains("INC-7"), "{reason}");
+    assert!(
+        took <= Duration::from_secs(2),
+        "closed {took:?} after the lock"
+    );
+
+    // The store answers again: carol gets the screen, drawn anew now that bob's draw is given
+    // up, and then the stream.
+    std::fs::write(&resume, "").unwrap();
+    let shown = read_while(&mut admin, |s| s.text.contains("before-42")).await;
+    assert!(shown.closed.is_none(), "{shown:?}\n{}", server.log_text());
+    type_in(&mut term, "echo live-$((4*4))\r").await;
+    let live = read_while(&mut admin, |s| s.text.contains("live-16")).await;
+    assert!(live.closed.is_none(), "{live:?}");
+}

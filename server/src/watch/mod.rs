@@ -10,7 +10,7 @@
 //! slows the requester or the pod. Who watches (and whether an approver is among them, which a
 //! moderated session's input waits for) is the hub's [`Audience`], which the relay follows.
 //!
-//! Nothing a watcher sends goes anywhere: the socket's reader discards it (`http/watch.rs`).
+//! Nothing a watcher sends goes anywhere: the socket's reader discards it (`watching/mod.rs`).
 
 mod feed;
 mod screen;
@@ -317,7 +317,8 @@ impl Hub {
 
     /// Draws the first screen from the recording's first `len` bytes (stored first, then read
     /// back) and what came after them, and nudges every seated watcher to take it. On a
-    /// failure the screen is left off and the error is for the caller to close with.
+    /// failure the screen is left off and the error is for the caller to close with; dropped
+    /// before it ends (its watcher closed while the store was slow), the same without one.
     pub async fn first_screen(
         &self,
         writer: &CastWriter,
@@ -325,7 +326,16 @@ impl Hub {
         len: u64,
         draw: u64,
     ) -> Result<(), String> {
+        // Dropped before the end (the draw failed, or the watcher drawing it left while it
+        // waited for the store), this gives the draw up, so the others do not wait for it.
+        let mut unfinished = Unfinished {
+            hub: self,
+            draw,
+            armed: true,
+        };
         let drawn = async {
+            #[cfg(feature = "failpoints")]
+            crate::failpoint::pause(crate::failpoint::Failpoint::FirstScreen).await;
             let stored = writer
                 .stored_through(len)
                 .await
@@ -339,39 +349,27 @@ impl Hub {
             Screen::from_cast(prefix)
         }
         .await;
+        let drawn = drawn?;
+        unfinished.armed = false;
         let mut inner = self.lock();
-        match drawn {
-            Ok(drawn) => {
-                match std::mem::replace(&mut inner.screen, Keep::Off) {
-                    Keep::Building(n, mut since) if n == draw => {
-                        since.finish_building(drawn);
-                        let (to, rx) = mpsc::channel(PAINT_QUEUE);
-                        tokio::task::spawn_blocking(move || paint(since, rx));
-                        inner.screen = Keep::Painting {
-                            to,
-                            batch: Vec::new(),
-                            gathered: 0,
-                        };
-                    }
-                    // Overtaken by a later draw, or given up: that one stands.
-                    other => inner.screen = other,
-                }
-                for seat in &inner.seats {
-                    seat.nudge.notify_one();
-                }
-                Ok(())
+        match std::mem::replace(&mut inner.screen, Keep::Off) {
+            Keep::Building(n, mut since) if n == draw => {
+                since.finish_building(drawn);
+                let (to, rx) = mpsc::channel(PAINT_QUEUE);
+                tokio::task::spawn_blocking(move || paint(since, rx));
+                inner.screen = Keep::Painting {
+                    to,
+                    batch: Vec::new(),
+                    gathered: 0,
+                };
             }
-            Err(e) => {
-                // The others waiting try again (one of them draws).
-                if matches!(inner.screen, Keep::Building(n, _) if n == draw) {
-                    inner.screen = Keep::Off;
-                }
-                for seat in &inner.seats {
-                    seat.nudge.notify_one();
-                }
-                Err(e)
-            }
+            // Overtaken by a later draw, or given up: that one stands.
+            other => inner.screen = other,
         }
+        for seat in &inner.seats {
+            seat.nudge.notify_one();
+        }
+        Ok(())
     }
 
     /// What seat `key` does after its nudge. Its queue must have been emptied first: from the
@@ -414,6 +412,29 @@ impl Hub {
         let audience = inner.audience();
         drop(inner);
         self.audience.send_replace(audience);
+    }
+}
+
+/// A first screen's draw that has not finished: dropped so, it gives the draw up (the screen
+/// goes back to off) and nudges every seated watcher, one of whom then draws it again.
+struct Unfinished<'a> {
+    hub: &'a Hub,
+    draw: u64,
+    armed: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut inner = self.hub.lock();
+        if matches!(inner.screen, Keep::Building(n, _) if n == self.draw) {
+            inner.screen = Keep::Off;
+        }
+        for seat in &inner.seats {
+            seat.nudge.notify_one();
+        }
     }
 }
 

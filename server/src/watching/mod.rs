@@ -4,6 +4,8 @@
 
 mod forward;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket};
@@ -20,9 +22,9 @@ use crate::config::Config;
 use crate::connections::{close_frame, CloseReason};
 use crate::holds::{Held, Hold, Holder, Holds};
 use crate::recorder::Recorder;
-use crate::recording::CastWriter;
+use crate::recording::{CastWriter, RecordingStore};
 use crate::store::Store;
-use crate::watch::{audience_status, CatchUp, Watches};
+use crate::watch::{audience_status, CatchUp, Hub, Watches};
 pub use forward::{Pass, PASS_HEADER};
 
 /// One watcher as the pump serves them.
@@ -161,36 +163,36 @@ impl Watching {
         tracing::info!(%id, watcher = %name, "watching");
         let (mut sink, mut stream) = ws.split();
         let mut ignored = 0usize;
+        let store = self.recorder.store().as_ref();
+        // The screen being fetched after a nudge. Polled beside everything else, so a watcher
+        // whose screen waits (for the painter, or for the recording's store) is still closed
+        // at once on the hold's end, the session's end or the browser's going.
+        let mut catching: Option<Pin<Box<dyn Future<Output = Caught> + Send + '_>>> = None;
+        let mut behind = false;
         let reason: CloseReason = 'serve: loop {
             tokio::select! {
-                frame = joined.queue.recv() => {
+                // Live frames queued once the screen is asked for come after it.
+                frame = joined.queue.recv(), if catching.is_none() => {
                     let Some(frame) = frame else { continue };
                     if sink.send(Message::Binary(frame)).await.is_err() {
                         break CloseReason { code: 1001, reason: "browser gone".into() };
                     }
                 }
-                () = joined.nudge.notified() => {
+                () = joined.nudge.notified(), if catching.is_none() => {
                     // Whatever was queued is older than the screen about to be sent.
-                    let mut behind = false;
                     while joined.queue.try_recv().is_ok() {
                         behind = true;
                     }
-                    let frames: Vec<Bytes> = match hub.catch_up(joined.key, &writer) {
-                        // The painter answers unless it was dropped meanwhile (then the nudge
-                        // comes again).
-                        CatchUp::Frames(f) => match f.await {
-                            Ok(f) => f,
-                            Err(_) => continue,
-                        },
-                        CatchUp::Wait => continue,
-                        CatchUp::Draw { len, draw } => {
-                            if let Err(e) = hub.first_screen(&writer, self.recorder.store().as_ref(), len, draw).await {
-                                break CloseReason { code: close::RELAY_ERROR, reason: format!("cannot draw the screen: {e}") };
-                            }
-                            continue;
-                        }
+                    catching = Some(Box::pin(catch_up(&hub, joined.key, &writer, store)));
+                }
+                caught = async { match catching.as_mut() { Some(c) => c.await, None => std::future::pending().await } } => {
+                    catching = None;
+                    let frames = match caught {
+                        Caught::Frames(frames) => frames,
+                        Caught::Again => continue,
+                        Caught::Failed(e) => break CloseReason { code: close::RELAY_ERROR, reason: format!("cannot draw the screen: {e}") },
                     };
-                    if behind {
+                    if std::mem::take(&mut behind) {
                         let text = "you fell behind the terminal's output; the screen is drawn afresh";
                         let status = audience_status(&audience.borrow(), moderated, text.into());
                         if sink.send(status_frame(&status)).await.is_err() {
@@ -225,8 +227,33 @@ impl Watching {
                 }
             }
         };
+        drop(catching);
         drop(joined);
         let _ = sink.send(close_frame(reason.code, &reason.reason)).await;
         tracing::info!(%id, watcher = %name, code = reason.code, ignored, "stopped watching");
+    }
+}
+
+/// What catching up after a nudge came to.
+enum Caught {
+    /// The screen's frames, to send before anything queued from now on.
+    Frames(Vec<Bytes>),
+    /// Nothing to send yet; the next nudge says when (another watcher draws the screen, this
+    /// one just drew it, or the painter was dropped meanwhile).
+    Again,
+    /// The screen cannot be drawn: the watcher is closed with why.
+    Failed(String),
+}
+
+/// Asks the hub for seat `key`'s screen and waits for it (the painter's answer, or the first
+/// screen drawn from the recording's stored tail).
+async fn catch_up(hub: &Hub, key: u64, writer: &CastWriter, store: &dyn RecordingStore) -> Caught {
+    match hub.catch_up(key, writer) {
+        CatchUp::Frames(f) => f.await.map_or(Caught::Again, Caught::Frames),
+        CatchUp::Wait => Caught::Again,
+        CatchUp::Draw { len, draw } => match hub.first_screen(writer, store, len, draw).await {
+            Ok(()) => Caught::Again,
+            Err(e) => Caught::Failed(e),
+        },
     }
 }
