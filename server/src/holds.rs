@@ -154,6 +154,13 @@ impl Hold {
     pub fn is_ended(&self) -> bool {
         self.ended.borrow().is_some()
     }
+
+    /// Why the server ended it, if it did already. A socket checks this before each step as
+    /// well as waiting on [`Hold::ended`]: a select picks among ready branches at random, so
+    /// without it a keystroke or a frame could still pass after the end.
+    pub fn ended_now(&self) -> Option<String> {
+        self.ended.borrow().clone()
+    }
 }
 
 impl Drop for Hold {

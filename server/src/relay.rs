@@ -146,6 +146,13 @@ impl Relay {
         let mut dropped_told = false;
 
         let reason: CloseReason = 'relay: loop {
+            if let Some(why) = hold.ended_now() {
+                let _ = writer.marker(&format!("access revoked: {why}"));
+                break CloseReason {
+                    code: close::REVOKED,
+                    reason: why,
+                };
+            }
             tokio::select! {
                 // Pod → browser, each piece recorded before it is sent. Awaiting the send is
                 // the back-pressure: a slow browser slows the reads from the pod, and memory

@@ -148,6 +148,9 @@ impl Watching {
         let (mut up_sink, mut up) = upstream.split();
         let (mut sink, mut stream) = ws.split();
         let last: Message = loop {
+            if let Some(why) = hold.ended_now() {
+                break close_frame(close::REVOKED, &why);
+            }
             tokio::select! {
                 msg = up.next() => match msg {
                     Some(Ok(Upstream::Binary(b))) => {

@@ -170,6 +170,12 @@ impl Watching {
         let mut catching: Option<Pin<Box<dyn Future<Output = Caught> + Send + '_>>> = None;
         let mut behind = false;
         let reason: CloseReason = 'serve: loop {
+            if let Some(why) = hold.as_ref().and_then(Hold::ended_now) {
+                break CloseReason {
+                    code: close::REVOKED,
+                    reason: why,
+                };
+            }
             tokio::select! {
                 // Live frames queued once the screen is asked for come after it.
                 frame = joined.queue.recv(), if catching.is_none() => {
