@@ -14,7 +14,8 @@
 //      memory, table and shared exports);
 //   4. on release, wasm-opt `-O2 --converge` on every module (what Trunk ran before; it
 //      compresses better than `-Oz`, frontend/README.md, Size);
-//   5. the files named with one hash of the whole build (a chunk of an old build must never
+//   5. each chunk's fetch given a time limit (a stalled one fails, and Try again refetches it);
+//      the files named with one hash of the whole build (a chunk of an old build must never
 //      meet the main module of a new one; each file's own hash would not ensure it, since the
 //      loader and the glue import each other), the loader minified with terser, and the entry
 //      script with its preloads (and SRI hashes) put into index.html.
@@ -31,6 +32,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { minify } from "terser";
 
 const CRATE = "breakglass-frontend";
+/** How long a chunk's fetch may take before the page offers Try again (see the loader below). */
+const CHUNK_TIMEOUT_MS = 20000;
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 function run(cmd, args, opts = {}) {
@@ -82,6 +85,17 @@ export async function buildWasm(dir, release = process.env.TRUNK_PROFILE === "re
     // (`"./__wasm_split.js": import1` in the glue's import object) stays as it is.
     glue = glue.replace(/(from\s*["'])\.\/__wasm_split\.js(["'])/g, `$1./${named("__wasm_split.js")}$2`);
     loader = loader.replace(`"./${CRATE}.js"`, `"./${CRATE}-${tag}.js"`);
+    // A chunk's fetch that stalls (a connection dropped without the browser noticing, a proxy
+    // that holds the request) would leave "Loading …" up for good: it gives up after
+    // CHUNK_TIMEOUT_MS, the page says so with Try again, and since the loader keeps only
+    // successes the retry fetches anew. The largest chunk is about 60 KB, a few seconds even
+    // on a poor mobile link.
+    const fetchCall = /fetch\((new URL\("\.\/[^"]+\.wasm", import\.meta\.url\))\)/g;
+    const fetches = (loader.match(fetchCall) || []).length;
+    if (fetches !== chunks.length) {
+      throw new Error(`wasm: the loader fetches ${fetches} chunks in the expected form, not ${chunks.length}`);
+    }
+    loader = loader.replace(fetchCall, `fetch($1, { signal: AbortSignal.timeout(${CHUNK_TIMEOUT_MS}) })`);
     for (const c of chunks) {
       const quoted = `"./${c}"`;
       if (!loader.includes(quoted)) throw new Error(`wasm: the loader does not name ${c}`);

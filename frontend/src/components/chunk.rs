@@ -5,8 +5,9 @@
 //! (loading, failed, built); the split points are the terminal and the watch view in
 //! `components/lazy.rs` and the pages in `pages/chunks.rs`.
 //!
-//! Every chunk is fallible: a chunk that cannot be fetched (the network dropped, or a deploy
-//! replaced the files the page was built with) shows an error with **Try again** instead of
+//! Every chunk is fallible: a chunk that cannot be fetched (the network dropped, a fetch
+//! stalled past the loader's time limit, or a deploy replaced the files the page was built
+//! with) shows an error with **Try again** instead of
 //! aborting the whole app, and a retry loads it from scratch. The build that cuts the chunks
 //! out is `frontend/wasm.mjs` (frontend/README.md, Size).
 
@@ -74,7 +75,7 @@ where
     let failed = move || {
         view! {
             <div class="notice notice-error" role="alert" data-testid="chunk-error">
-                {format!("Could not load {what}: the connection failed, or the app was updated since this page opened (then reload the page). ")}
+                {format!("Could not load {what}: the connection failed or stalled, or the app was updated since this page opened (then reload the page). ")}
                 <button type="button" on:click=move |_| fetch()>"Try again"</button>
             </div>
         }
