@@ -77,7 +77,42 @@ pub struct ApiError {
     pub field: Option<String>,
 }
 
+/// How long a call may take before the page gives up on it and says so: a connection that
+/// stalls (dropped without the browser noticing, a proxy holding the request) would otherwise
+/// leave "Loading …" up for good. Every answer of the API is small; the recording, which may
+/// be large, has [`RECORDING_WITHIN_MS`].
+const ANSWER_WITHIN_MS: u32 = 30_000;
+
+/// [`ANSWER_WITHIN_MS`] for the recording's bytes (a long cast over a slow link).
+const RECORDING_WITHIN_MS: u32 = 300_000;
+
+/// `b` given up after `ms` milliseconds (the request and the reading of its answer).
+fn within(b: RequestBuilder, ms: u32) -> RequestBuilder {
+    b.abort_signal(Some(&web_sys::AbortSignal::timeout_with_u32(ms)))
+}
+
+/// Whether `e` is the browser giving up on a call at its time limit ([`within`]).
+fn timed_out(e: &gloo_net::Error) -> bool {
+    matches!(e, gloo_net::Error::JsError(j) if j.name == "TimeoutError")
+}
+
 impl ApiError {
+    /// A call that failed in the browser: given up on ([`within`]) or, for any other reason,
+    /// without an answer.
+    fn failed(what: &str, e: gloo_net::Error) -> ApiError {
+        if !timed_out(&e) {
+            return ApiError::network(what, e);
+        }
+        ApiError {
+            status: None,
+            code: None,
+            message: format!(
+                "{what}: the server did not answer in time; check your connection and try again"
+            ),
+            field: None,
+        }
+    }
+
     fn network(what: &str, e: impl std::fmt::Display) -> ApiError {
         ApiError {
             status: None,
@@ -160,7 +195,7 @@ pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
 
 async fn send(what: &str, req: Result<Request, gloo_net::Error>) -> Result<Response, ApiError> {
     let req = req.map_err(|e| ApiError::network(what, e))?;
-    let res = req.send().await.map_err(|e| ApiError::network(what, e))?;
+    let res = req.send().await.map_err(|e| ApiError::failed(what, e))?;
     if res.ok() {
         return Ok(res);
     }
@@ -190,23 +225,28 @@ fn decode<T: DeserializeOwned>(what: &str, (status, body): (u16, String)) -> Res
 /// The status and body of a successful answer.
 async fn read(what: &str, res: Response) -> Result<(u16, String), ApiError> {
     let status = res.status();
-    let body = res.text().await.map_err(|e| ApiError {
-        status: Some(status),
-        code: None,
-        message: format!("{what}: the server's answer could not be read ({e})"),
-        field: None,
+    let body = res.text().await.map_err(|e| {
+        if timed_out(&e) {
+            return ApiError::failed(what, e);
+        }
+        ApiError {
+            status: Some(status),
+            code: None,
+            message: format!("{what}: the server's answer could not be read ({e})"),
+            field: None,
+        }
     })?;
     Ok((status, body))
 }
 
 fn get(path: &str) -> RequestBuilder {
-    Request::get(&url(path))
+    within(Request::get(&url(path)), ANSWER_WITHIN_MS)
         .credentials(RequestCredentials::SameOrigin)
         .header("Accept", "application/json")
 }
 
 fn post(path: &str) -> RequestBuilder {
-    let b = Request::post(&url(path))
+    let b = within(Request::post(&url(path)), ANSWER_WITHIN_MS)
         .credentials(RequestCredentials::SameOrigin)
         .header("Accept", "application/json");
     match CSRF.with(|c| c.borrow().clone()) {
@@ -276,7 +316,7 @@ async fn post_json_confirmed<T: DeserializeOwned>(
 
 /// A DELETE, whose answer has no body.
 async fn delete(what: &str, path: &str) -> Result<(), ApiError> {
-    let mut b = Request::delete(&url(path))
+    let mut b = within(Request::delete(&url(path)), ANSWER_WITHIN_MS)
         .credentials(RequestCredentials::SameOrigin)
         .header("Accept", "application/json");
     if let Some(token) = CSRF.with(|c| c.borrow().clone()) {

@@ -578,6 +578,7 @@ mod locks;
 mod notifications;
 mod player;
 mod search;
+mod stalls;
 mod step_up;
 mod terminal_screen;
 mod walkthrough;

@@ -6,7 +6,7 @@ use gloo_net::http::Request;
 use uuid::Uuid;
 use web_sys::RequestCredentials;
 
-use super::{get_json, query_string, send, url, ApiError};
+use super::{get_json, query_string, send, url, within, ApiError, RECORDING_WITHIN_MS};
 
 /// Where the `.cast` of session `id` is.
 pub fn recording_url(id: Uuid) -> String {
@@ -28,12 +28,12 @@ pub async fn recording(id: Uuid) -> Result<Vec<u8>, ApiError> {
     let what = "load the recording";
     let res = send(
         what,
-        Request::get(&recording_url(id))
+        within(Request::get(&recording_url(id)), RECORDING_WITHIN_MS)
             .credentials(RequestCredentials::SameOrigin)
             .build(),
     )
     .await?;
-    res.binary().await.map_err(|e| ApiError::network(what, e))
+    res.binary().await.map_err(|e| ApiError::failed(what, e))
 }
 
 /// The server's integrity check of the stored recording.
