@@ -75,6 +75,17 @@ export async function buildWasm(dir, release = process.env.TRUNK_PROFILE === "re
 
     let glue = readFileSync(join(bound, `${CRATE}.js`), "utf8");
     let loader = readFileSync(join(split, "__wasm_split.js"), "utf8");
+    // A chunk's fetch that stalls (a connection dropped without the browser noticing, a proxy
+    // that holds the request) would leave "Loading …" up for good: it gives up after
+    // CHUNK_TIMEOUT_MS, the page says so with Try again, and since the loader keeps only
+    // successes the retry fetches anew. The largest chunk is about 60 KB, a few seconds even
+    // on a poor mobile link. Done before the hash, so a change of the limit is a new build.
+    const fetchCall = /fetch\((new URL\("\.\/[^"]+\.wasm", import\.meta\.url\))\)/g;
+    const fetches = (loader.match(fetchCall) || []).length;
+    if (fetches !== chunks.length) {
+      throw new Error(`wasm: the loader fetches ${fetches} chunks in the expected form, not ${chunks.length}`);
+    }
+    loader = loader.replace(fetchCall, `fetch($1, { signal: AbortSignal.timeout(${CHUNK_TIMEOUT_MS}) })`);
     const build = createHash("sha256");
     for (const f of [...wasmFiles].sort()) build.update(readFileSync(f));
     build.update(glue).update(loader);
@@ -85,17 +96,6 @@ export async function buildWasm(dir, release = process.env.TRUNK_PROFILE === "re
     // (`"./__wasm_split.js": import1` in the glue's import object) stays as it is.
     glue = glue.replace(/(from\s*["'])\.\/__wasm_split\.js(["'])/g, `$1./${named("__wasm_split.js")}$2`);
     loader = loader.replace(`"./${CRATE}.js"`, `"./${CRATE}-${tag}.js"`);
-    // A chunk's fetch that stalls (a connection dropped without the browser noticing, a proxy
-    // that holds the request) would leave "Loading …" up for good: it gives up after
-    // CHUNK_TIMEOUT_MS, the page says so with Try again, and since the loader keeps only
-    // successes the retry fetches anew. The largest chunk is about 60 KB, a few seconds even
-    // on a poor mobile link.
-    const fetchCall = /fetch\((new URL\("\.\/[^"]+\.wasm", import\.meta\.url\))\)/g;
-    const fetches = (loader.match(fetchCall) || []).length;
-    if (fetches !== chunks.length) {
-      throw new Error(`wasm: the loader fetches ${fetches} chunks in the expected form, not ${chunks.length}`);
-    }
-    loader = loader.replace(fetchCall, `fetch($1, { signal: AbortSignal.timeout(${CHUNK_TIMEOUT_MS}) })`);
     for (const c of chunks) {
       const quoted = `"./${c}"`;
       if (!loader.includes(quoted)) throw new Error(`wasm: the loader does not name ${c}`);
