@@ -21,6 +21,15 @@ const READ_BUFFER: usize = 8 * 1024;
 
 /// Upgrades to the terminal WebSocket. Refusals after the upgrade (not the requester, not
 /// active, ended) are close frames with a code from `terminal::close` and a reason.
+#[utoipa::path(get, path = "/api/breakglass/sessions/{id}/terminal", tag = "sessions",
+    params(("id" = String, Path, description = "The session id.")),
+    responses(
+        (status = 101, description = "A WebSocket of binary frames (`shared::terminal::Frame`, a tag byte and a payload) attached to the session's debug container: the browser sends keystrokes, sizes and heartbeats, the server output, heartbeats and status frames. Only the requester of an active session is served; anything else is a close frame with a code from `shared::terminal::close` (4000-4013) and a reason. A newer socket of the requester takes the terminal over."),
+        (status = 400, description = "Not a WebSocket upgrade.", body = breakglass_shared::ErrorBody),
+        (status = 401, description = "Not signed in.", body = breakglass_shared::ErrorBody),
+        (status = 403, description = "No Origin, or an Origin that is not this server's page.", body = breakglass_shared::ErrorBody),
+        (status = 404, description = "Not a session id (they are UUIDs).", body = breakglass_shared::ErrorBody),
+    ))]
 pub async fn terminal(
     State(config): State<Arc<Config>>,
     State(relay): State<Arc<Relay>>,

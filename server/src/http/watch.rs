@@ -23,9 +23,10 @@ use breakglass_shared::ErrorCode;
     params(("id" = String, Path, description = "The session id.")),
     responses(
         (status = 101, description = "A WebSocket of binary frames (`shared::terminal::Frame`): the terminal's size and screen, then its output and status frames naming who watches. Whatever the watcher sends is read and dropped."),
-        (status = 400, description = "Not a WebSocket upgrade, or not a session id.", body = breakglass_shared::ErrorBody),
+        (status = 400, description = "Not a WebSocket upgrade.", body = breakglass_shared::ErrorBody),
         (status = 401, description = "Not signed in.", body = breakglass_shared::ErrorBody),
         (status = 403, description = "The Origin is not this server's page.", body = breakglass_shared::ErrorBody),
+        (status = 404, description = "Not a session id (they are UUIDs).", body = breakglass_shared::ErrorBody),
     ))]
 pub async fn watch(
     State(config): State<Arc<Config>>,
@@ -47,6 +48,19 @@ pub async fn watch(
 
 /// The watch socket one replica opens to another for a watcher it checked (the terminal is
 /// served there): no cookie and no Origin, a pass signed with the key the replicas share.
+/// Documented so an operator reading the API (or a proxy's allow list) knows it exists and
+/// that no browser has any use for it.
+#[utoipa::path(get, path = "/api/breakglass/replica/watch/{id}", tag = "replicas",
+    params(
+        ("id" = String, Path, description = "The session id."),
+        ("x-breakglass-watch-pass" = String, Header, description = "The watcher as the forwarding replica checked them (session, name, whether they count for a moderated session, expiry), signed with the replicas' shared key; good for one session and 30 seconds."),
+    ),
+    responses(
+        (status = 101, description = "The watch socket's frames, as `GET /sessions/{id}/watch` sends them, for the forwarding replica to pass on; a terminal not served here is a close frame with the MOVED code."),
+        (status = 400, description = "Not a WebSocket upgrade.", body = breakglass_shared::ErrorBody),
+        (status = 403, description = "No pass, or a pass that is forged, for another session or expired: the route is for the server's replicas only.", body = breakglass_shared::ErrorBody),
+        (status = 404, description = "Not a session id (they are UUIDs).", body = breakglass_shared::ErrorBody),
+    ))]
 pub async fn replica_watch(
     State(watching): State<Arc<Watching>>,
     headers: HeaderMap,
