@@ -9,5 +9,6 @@ use common::{request_body, servers, Caller};
 use serde_json::{json, Value};
 
 mod decisions;
+mod documented;
 mod lists;
 use decisions::wait_state;
