@@ -1,6 +1,8 @@
 //! Steps of the browser flows that more than one test walks (the requester's form, the
 //! session panel, the terminal), so each test says what it checks and not how to click.
 
+use anyhow::Context as _;
+
 use crate::browser::{Browser, UI_WAIT};
 use crate::wait_until;
 
@@ -169,4 +171,23 @@ pub async fn absent(b: &Browser, css: &str) -> anyhow::Result<bool> {
         .find_all(fantoccini::Locator::Css(css))
         .await?
         .is_empty())
+}
+
+/// The version of the session that `b`'s session panel shows.
+pub async fn panel_version(b: &Browser) -> anyhow::Result<u64> {
+    b.js("return Number(document.querySelector('[data-testid=session-panel]').dataset.version)")
+        .await?
+        .as_u64()
+        .context("the panel's data-version")
+}
+
+/// Waits until `b`'s session panel shows a version of the session newer than `than` (a live
+/// update rebuilt it).
+pub async fn wait_panel_newer(b: &Browser, than: u64) -> anyhow::Result<()> {
+    wait_until(
+        &format!("{}: a version of the session newer than {than}", b.name),
+        UI_WAIT,
+        || async { Ok((panel_version(b).await? > than).then_some(())) },
+    )
+    .await
 }

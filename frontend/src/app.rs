@@ -125,6 +125,7 @@ fn Shell(
 fn AppRoutes() -> impl IntoView {
     DenyDrafts::provide();
     PendingConfirms::provide();
+    crate::components::kept::Kept::provide();
     count_waiting_for_me();
     let route = provide_route();
     dynv(move || match route.get() {

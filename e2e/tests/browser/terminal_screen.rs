@@ -9,9 +9,10 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{frontend_dist, Browser, ChromeDriver, WebServer, UI_WAIT};
 use breakglass_e2e::flows::{
-    approve_first_in_queue, request_access, type_in_terminal, wait_terminal_connected,
+    approve_first_in_queue, panel_version, request_access, type_in_terminal, wait_panel_newer,
+    wait_terminal_connected,
 };
-use breakglass_e2e::server::{config_toml, install_guardrails};
+use breakglass_e2e::server::{config_toml, install_guardrails, ApiClient};
 use breakglass_e2e::{wait_for_pod_running, wait_until, ControlPlane, Identity, TestNamespace};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
@@ -171,7 +172,7 @@ async fn the_terminal_fills_the_window_and_shows_every_glyph() -> anyhow::Result
         approve_first_in_queue(&bob).await?;
         bob.close().await?;
         wait_terminal_connected(&alice).await?;
-        let result = screen_checks(&alice).await;
+        let result = screen_checks(&alice, &server.at("")).await;
         alice.explain(result).await?;
         alice.close().await
     }
@@ -183,7 +184,9 @@ async fn the_terminal_fills_the_window_and_shows_every_glyph() -> anyhow::Result
     result
 }
 
-async fn screen_checks(alice: &Browser) -> anyhow::Result<()> {
+/// The checks on alice's terminal; `base` is the server's address (bob answers through its
+/// API).
+async fn screen_checks(alice: &Browser, base: &str) -> anyhow::Result<()> {
     // Enough output that the prompt sits on the bottom row.
     type_in_terminal(alice, "seq 1 120\n", "120").await?;
     let (rows, cols) = pod_size(alice, "small").await?;
@@ -215,8 +218,72 @@ async fn screen_checks(alice: &Browser) -> anyhow::Result<()> {
         .await?;
     alice.wait_for("[data-testid=extension-form]").await?;
     alice.check_page("20d-terminal-more-time").await?;
+    // A live update rebuilds the panel (output makes the recording store a new version, which
+    // is a new version of the session): what the reader unfolded and typed stays.
+    let why = "the worker's queue needs longer";
+    alice
+        .fill("[data-testid=extension-form] input[type=text]", why)
+        .await?;
+    let before = panel_version(alice).await?;
+    type_in_terminal(alice, "seq 1 30\n", "30").await?;
+    wait_panel_newer(alice, before).await?;
+    let kept = alice
+        .js(
+            "const d = document.querySelector('[data-testid=extension]'); \
+             const i = document.querySelector('[data-testid=extension-form] input[type=text]'); \
+             return [d && d.open, i && i.value]",
+        )
+        .await?;
+    ensure!(
+        kept == json!([true, why]),
+        "after a live update the ask for more time is [unfolded, reason] = {kept}"
+    );
+    // Sent, the reason goes with the ask; refused, the form is back and empty: what was kept
+    // for it is dropped once it is sent.
+    alice.click("[data-action=extend]").await?;
+    alice
+        .wait_text("[data-testid=extension-waiting]", why)
+        .await?;
+    let id = alice
+        .js("return document.querySelector('[data-testid=session-panel] [data-testid=session-headline]').id.slice('panel-'.length)")
+        .await?;
+    let id = id.as_str().context("the panel's session id")?.to_string();
+    let bob = ApiClient::login(base, "bob").await?;
+    let (status, body) = bob
+        .post(
+            &format!("/sessions/{id}/extension/deny"),
+            json!({ "reason": "not during the release freeze" }),
+        )
+        .await?;
+    ensure!(status == 200, "bob's refusal of more time: {status} {body}");
+    alice
+        .wait_text(
+            "[data-testid=extension-refused]",
+            "not during the release freeze",
+        )
+        .await?;
+    alice.wait_for("[data-testid=extension-form]").await?;
+    let reason = alice
+        .js("return document.querySelector('[data-testid=extension-form] input[type=text]').value")
+        .await?;
+    ensure!(
+        reason == json!(""),
+        "after the ask was sent and refused the reason field holds {reason}"
+    );
+    // The refusal unfolded the box once; folded again, it stays folded through the next live
+    // update (it would take the terminal's rows every time the recording stores a version).
     alice.click("[data-testid=extension] > summary").await?;
     alice.wait_gone("[data-testid=extension-form]").await?;
+    let before = panel_version(alice).await?;
+    type_in_terminal(alice, "echo folded-$((6*7))\n", "folded-42").await?;
+    wait_panel_newer(alice, before).await?;
+    let open = alice
+        .js("return document.querySelector('[data-testid=extension]').open")
+        .await?;
+    ensure!(
+        open == json!(false),
+        "the box with bob's refusal, folded by alice, unfolded again after a live update"
+    );
 
     // A bigger window: the terminal grows, and the pod hears of it.
     set_viewport(alice, 1440, 900).await?;

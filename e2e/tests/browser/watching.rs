@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use breakglass_e2e::browser::{Browser, ChromeDriver, WebServer, UI_WAIT};
 use breakglass_e2e::flows::{
-    absent, end_session, panel_state, request_access, type_in_terminal, wait_terminal_connected,
+    absent, end_session, panel_state, panel_version, request_access, type_in_terminal,
+    wait_panel_newer, wait_terminal_connected,
 };
 use breakglass_e2e::wait_until;
 
@@ -169,8 +170,20 @@ async fn an_approver_watches_a_session_live() -> anyhow::Result<()> {
                 "input is paused in an environment that is not moderated"
             );
 
+            // bob unfolds the session's history; the output makes a new version of the
+            // session, which rebuilds his panel, and the history stays unfolded.
+            bob.click("details.events > summary").await?;
+            let before = panel_version(bob).await?;
             type_in_terminal(alice, "echo watched-$((6*7))\n", "watched-42").await?;
             wait_row(bob, VIEW, "watched-42", LIVE).await?;
+            wait_panel_newer(bob, before).await?;
+            let open = bob
+                .js("return document.querySelector('details.events').open")
+                .await?;
+            ensure!(
+                open == serde_json::json!(true),
+                "bob's unfolded event history folded itself when the session changed"
+            );
 
             // Read-only: keys typed into the view reach nothing.
             bob.wait_present(&format!("{VIEW} textarea.xterm-helper-textarea"))

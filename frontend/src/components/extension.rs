@@ -14,6 +14,7 @@ use leptos::task::spawn_local;
 use crate::api;
 use crate::auth::use_auth;
 use crate::components::common::dynv;
+use crate::components::kept::{on_toggle, Kept};
 use crate::live::use_live;
 
 /// `1 of 2 extensions used; up to 20 more minutes.`: what the requester can still ask.
@@ -85,11 +86,19 @@ pub fn ExtensionBox(
         .map(|line| view! { <p class="field-error" data-testid="extension-refused">{line}</p> });
     if mine {
         // Folded beside the time left: the terminal keeps the page's height. It opens by
-        // itself when something waits or was refused.
-        let open = waiting.is_some() || refused.is_some();
+        // itself once for each new ask waiting or refusal, and otherwise stays as the reader
+        // left it when a live update rebuilds it (folded again, it must not reopen, and take
+        // the terminal's rows, every time the recording stores a version).
+        let news = match (&x.pending, &x.denied) {
+            (Some(ask), _) => Some(format!("waiting {}", ask.at)),
+            (None, Some(d)) => Some(format!("refused {}", d.at)),
+            (None, None) => None,
+        };
+        let open = Kept::current().unfolded(session.id, "extension", news);
         return Some(
             view! {
-                <details class="extension" data-testid="extension" open=open>
+                <details class="extension" data-testid="extension"
+                    prop:open=move || open.get() on:toggle=on_toggle(open)>
                     <summary>"More time…"</summary>
                     {given}
                     {waiting}
@@ -125,8 +134,10 @@ fn AskForm(session: Session) -> impl IntoView {
     let left = extensions_left(&session);
     let may = auth.may(&session, Action::Extend);
     let room = session.extensions.room(session.duration_minutes);
-    let minutes = RwSignal::new(room.min(15).to_string());
-    let reason = RwSignal::new(String::new());
+    // Kept: a live update of the session rebuilds this form while the reason is typed.
+    let kept = Kept::current();
+    let minutes = kept.text(id, "extension-minutes", || room.min(15).to_string());
+    let reason = kept.text(id, "extension-reason", String::new);
     let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let submit = move || {
@@ -147,7 +158,11 @@ fn AskForm(session: Session) -> impl IntoView {
         busy.set(true);
         spawn_local(async move {
             match api::extend(id, &req).await {
-                Ok(s) => live.upsert(s),
+                Ok(s) => {
+                    kept.forget(id, "extension-reason");
+                    kept.forget(id, "extension-minutes");
+                    live.upsert(s);
+                }
                 Err(e) => {
                     error.try_set(Some(e.message));
                 }
@@ -191,7 +206,8 @@ fn Decide(session: Session) -> impl IntoView {
     let step_up = use_auth()
         .env(&session.environment)
         .is_some_and(|e| e.step_up);
-    let reason = RwSignal::new(String::new());
+    let kept = Kept::current();
+    let reason = kept.text(id, "extension-refusal", String::new);
     let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let approve = move |_| {
@@ -222,7 +238,10 @@ fn Decide(session: Session) -> impl IntoView {
         error.set(None);
         spawn_local(async move {
             match api::deny_extension(id, why.trim()).await {
-                Ok(s) => live.upsert(s),
+                Ok(s) => {
+                    kept.forget(id, "extension-refusal");
+                    live.upsert(s);
+                }
                 Err(e) => {
                     error.try_set(Some(e.message));
                 }

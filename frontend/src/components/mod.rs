@@ -9,6 +9,7 @@ pub mod debug_form;
 pub mod env_lock;
 pub mod extension;
 pub mod guardrails;
+pub mod kept;
 pub mod lazy;
 pub mod player;
 pub mod queue_strip;

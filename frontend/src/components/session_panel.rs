@@ -72,6 +72,7 @@ pub fn SessionPanel(
             .unwrap_or_default()
     });
     let load_error = Memo::new(move |_| detail.get().and_then(Result::err));
+    let has_session = Memo::new(move |_| session.with(Option::is_some));
     let state = Memo::new(move |_| session.with(|s| s.as_ref().map(|s| (s.state, s.version))));
     let active = Signal::derive(move || {
         session.with(|s| s.as_ref().is_some_and(|s| s.state == SessionState::Active))
@@ -133,6 +134,7 @@ pub fn SessionPanel(
     view! {
         <section class="session-panel card" aria-labelledby=format!("panel-{id}") data-testid="session-panel"
             data-state=move || session.with(|s| s.as_ref().map(|s| s.state.as_str()).unwrap_or_default())
+            data-version=move || session.with(|s| s.as_ref().map(|s| s.version.to_string()).unwrap_or_default())
             on:focusin=move |_| had_focus.set(true)
             on:focusout=move |ev| {
                 use wasm_bindgen::JsCast;
@@ -181,7 +183,11 @@ pub fn SessionPanel(
             <Show when=move || watching.get()>
                 {lazy::watch(id, requester.get_untracked(), active)}
             </Show>
-            {dynv(move || (with_events && session.with(Option::is_some)).then(|| view! { <Events detail=detail/> }))}
+            // Built once the session is there, not again with each version of it (the history
+            // has its own fetch).
+            <Show when=move || with_events && has_session.get()>
+                <Events detail=detail/>
+            </Show>
         </section>
     }
 }
@@ -269,8 +275,10 @@ fn StateView(
         {below}
         {if active || fold_facts {
             // The terminal is what matters now (and stays after the end): the details fold away.
+            let open = crate::components::kept::Kept::current().unfolded(id, "facts", None);
             view! {
-                <details class="facts-detail">
+                <details class="facts-detail" prop:open=move || open.get()
+                    on:toggle=crate::components::kept::on_toggle(open)>
                     <summary>"Session details"</summary>
                     <Facts s=s.clone()/>
                 </details>
