@@ -13,7 +13,8 @@
 //   3. wasm-bindgen on the main module (`--keep-lld-exports`: the chunks link against its
 //      memory, table and shared exports);
 //   4. on release, wasm-opt `-O2 --converge` on every module (what Trunk ran before; it
-//      compresses better than `-Oz`, frontend/README.md, Size);
+//      compresses better than `-Oz`, frontend/README.md, Size), as many at a time as there
+//      are cores, each result kept by content in the target directory (`optimize` below);
 //   5. each chunk's fetch given a time limit (a stalled one fails, and Try again refetches it);
 //      the files named with one hash of the whole build (a chunk of an old build must never
 //      meet the main module of a new one; each file's own hash would not ensure it, since the
@@ -21,15 +22,19 @@
 //      script with its preloads (and SRI hashes) put into index.html.
 //
 //   node frontend/wasm.mjs [DIR]    (default: $TRUNK_STAGING_DIR; needs $TRUNK_PROFILE or debug)
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
-  cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync,
+  cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync,
+  statSync, utimesSync, writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { promisify } from "node:util";
 import { minify } from "terser";
+
+const execFileAsync = promisify(execFile);
 
 const CRATE = "breakglass-frontend";
 /** How long a chunk's fetch may take before the page offers Try again (see the loader below). */
@@ -45,6 +50,57 @@ function run(cmd, args, opts = {}) {
   } catch (e) {
     throw new Error(`wasm: \`${cmd} ${args.join(" ")}\` failed (${e.status ?? e.message}); see the output above`);
   }
+}
+
+const WASM_OPT_ARGS = ["-O2", "--converge"];
+/** Cached outputs unused for this long are deleted (each build touches the ones it uses). */
+const CACHE_DAYS = 7;
+
+/**
+ * Runs wasm-opt on every file in place, as many at a time as there are cores (npm's wasm-opt
+ * runs on one; the main module takes about 20 s, each of the fifty chunks one or two). Its
+ * output depends only on the input, the arguments and its version, so each result is kept in
+ * `cache` under a hash of the three: a build of unchanged code (CI after a local build, a
+ * rebuild that changed one chunk) optimises only what changed.
+ */
+async function optimize(files, cache) {
+  mkdirSync(cache, { recursive: true });
+  const version = run("wasm-opt", ["--version"], { capture: true, encoding: "utf8" }).trim();
+  const started = Date.now();
+  let hits = 0;
+  const one = async (f) => {
+    const key = createHash("sha256").update(version).update(WASM_OPT_ARGS.join(" ")).update(readFileSync(f)).digest("hex");
+    const kept = join(cache, `${key}.wasm`);
+    if (existsSync(kept)) {
+      const now = new Date();
+      utimesSync(kept, now, now);
+      cpSync(kept, f);
+      hits++;
+      return;
+    }
+    const tmp = `${kept}.${process.pid}.tmp`;
+    try {
+      await execFileAsync("wasm-opt", [...WASM_OPT_ARGS, f, "-o", tmp], { cwd: repo, maxBuffer: 64 << 20 });
+    } catch (e) {
+      rmSync(tmp, { force: true });
+      throw new Error(`wasm: \`wasm-opt ${WASM_OPT_ARGS.join(" ")} ${f}\` failed (${e.code ?? e.message}): ${e.stderr ?? ""}`);
+    }
+    renameSync(tmp, kept);
+    cpSync(kept, f);
+  };
+  // The largest first, so it does not start last and run alone.
+  const queue = [...files].sort((a, b) => statSync(b).size - statSync(a).size);
+  const workers = Array.from({ length: Math.min(availableParallelism(), queue.length) }, async () => {
+    for (let f = queue.shift(); f; f = queue.shift()) await one(f);
+  });
+  await Promise.all(workers);
+  const old = Date.now() - CACHE_DAYS * 86400e3;
+  for (const name of readdirSync(cache)) {
+    const path = join(cache, name);
+    if (statSync(path).mtimeMs < old) rmSync(path, { force: true });
+  }
+  const secs = ((Date.now() - started) / 1000).toFixed(1);
+  console.log(`wasm: wasm-opt ${WASM_OPT_ARGS.join(" ")} on ${files.length} modules in ${secs} s (${hits} kept from an earlier build, ${cache})`);
 }
 
 const sri = (bytes) => "sha384-" + createHash("sha384").update(bytes).digest("base64");
@@ -69,9 +125,7 @@ export async function buildWasm(dir, release = process.env.TRUNK_PROFILE === "re
     ]);
     const chunks = readdirSync(split).filter((f) => f.endsWith(".wasm") && f !== `${CRATE}.wasm`);
     const wasmFiles = [join(bound, `${CRATE}_bg.wasm`), ...chunks.map((f) => join(split, f))];
-    if (release) {
-      for (const f of wasmFiles) run("wasm-opt", ["-O2", "--converge", f, "-o", f]);
-    }
+    if (release) await optimize(wasmFiles, join(meta.target_directory, "wasm-opt-cache"));
 
     let glue = readFileSync(join(bound, `${CRATE}.js`), "utf8");
     let loader = readFileSync(join(split, "__wasm_split.js"), "utf8");
