@@ -8,7 +8,7 @@
 # anonymous (where the documented answers are mostly 401). Exits non-zero when any run finds
 # anything.
 #
-#   scripts/fuzz-api.sh                      # 100 examples per operation and phase, ~1-2 min
+#   scripts/fuzz-api.sh                      # 100 examples per operation and phase (25 anonymous)
 #   FUZZ_MAX_EXAMPLES=500 FUZZ_SEED=1 FUZZ_USERS=carol scripts/fuzz-api.sh
 #   FUZZ_CHECKS=all scripts/fuzz-api.sh      # also positive_data_acceptance etc. (see below)
 #
@@ -59,16 +59,25 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "building the server ..." >&2
-(cd "$ROOT" && cargo build --quiet -p breakglass-server)
+# Under scripts/test.sh, the server the end-to-end tests ran (test-env.sh built it, with the
+# failpoints feature, whose hooks do nothing unless a test arms them): building the plain one
+# again cost a warm run 74 s of linking for the same handlers.
+if [ -n "${BREAKGLASS_SERVER_BIN:-}" ]; then
+  SOURCE_BIN=$BREAKGLASS_SERVER_BIN
+else
+  echo "building the server ..." >&2
+  (cd "$ROOT" && cargo build --quiet -p breakglass-server)
+  SOURCE_BIN=$CARGO_TARGET_DIR/debug/breakglass-server
+fi
 # A private copy: another build sharing the target directory may replace the binary mid-run.
 BIN=$WORK/breakglass-server
-cp "$CARGO_TARGET_DIR/debug/breakglass-server" "$BIN"
+cp "$SOURCE_BIN" "$BIN"
+echo "server binary: $SOURCE_BIN" >&2
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
 BASE=http://127.0.0.1:$PORT
 # Fuzzed requests are logged at warn and above only: the request log would dwarf the output.
-RUST_LOG=${RUST_LOG:-warn} "$BIN" --dev --data-dir "$WORK/data" --static-dir "$WORK/dist" \
+RUST_LOG=${RUST_LOG:-warn} env -u BREAKGLASS_FAILPOINT "$BIN" --dev --data-dir "$WORK/data" --static-dir "$WORK/dist" \
   --listen "127.0.0.1:$PORT" >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 
@@ -161,7 +170,9 @@ for who in "${USERS[@]}"; do
 done
 # Anonymous. (Schemathesis drops response cookies between requests, so a dev-login it makes
 # does not sign the rest of the run in.)
-run_schemathesis "anonymous" || status=1
+# Fewer examples: schemathesis reports that 36 of the 42 operations answer an anonymous caller
+# only 401/403, so 100 each spent a minute of the run on the same answer.
+MAX_EXAMPLES=${FUZZ_ANON_MAX_EXAMPLES:-25} run_schemathesis "anonymous" || status=1
 kill -0 "$SERVER_PID" 2>/dev/null || { echo "error: the server died during the run" >&2; status=1; }
 echo >&2
 echo "fuzzing took $(($(date +%s) - START)) s; result: $([ $status = 0 ] && echo clean || echo FAILURES)" >&2
