@@ -278,3 +278,162 @@ async fn a_list_of_one_environment_keeps_to_the_visible_ones() {
         assert!(got.is_empty(), "{}: {got:?}", s.backend);
     }
 }
+
+/// A session with every column set, its texts holding what JSON must escape.
+fn every_column(now: OffsetDateTime) -> Session {
+    use breakglass_shared::session::{
+        Approval, EndReason, Extension, ExtensionAsk, ExtensionDenial, Quorum, RecordingRef,
+        RekorEntry, Review, Verdict,
+    };
+    let awkward = "quotes \" and \\ back\\slash, a\nnew line, a\ttab, \u{1} \u{7f} \u{2028} \
+                   ünïcödé, 日本語, 🔥";
+    let new = NewSession {
+        environment: "prod".into(),
+        tier: Tier::Flight,
+        namespace: "payments".into(),
+        pod: "worker-0".into(),
+        target_container: Some("app".into()),
+        mode: Mode::Copy,
+        reason: awkward.into(),
+        ticket: Some("https://tickets.example/INC-1?a=1&b=\"2\"".into()),
+        duration_minutes: 45,
+        recycle: true,
+        requester: "person1".into(),
+        quorum: Quorum {
+            required: 2,
+            distinct_groups: true,
+        },
+        extension_limits: breakglass_shared::session::ExtensionLimits {
+            max_count: 3,
+            max_total_minutes: 90,
+        },
+    };
+    let mut s = Session::new_request(Uuid::now_v7(), new, now);
+    // Times with fractions of a second and an offset other than UTC, as RFC 3339 keeps them.
+    let t = |secs: i64| {
+        (now + time::Duration::seconds(secs) + time::Duration::microseconds(123_456))
+            .to_offset(time::macros::offset!(+5:30))
+    };
+    let approval = |by: &str| Approval {
+        by: by.into(),
+        group: Some(format!("{by}'s \"group\"")),
+        at: t(1),
+    };
+    s.approvals = vec![approval("bob"), approval("carol")];
+    s.extensions.granted.push(Extension {
+        minutes: 10,
+        reason: awkward.into(),
+        asked_at: t(2),
+        granted_at: t(3),
+        approvals: vec![approval("bob")],
+    });
+    s.extensions.pending = Some(ExtensionAsk {
+        minutes: 5,
+        reason: "more".into(),
+        at: t(4),
+        approvals: vec![],
+    });
+    s.extensions.denied = Some(ExtensionDenial {
+        by: "carol".into(),
+        reason: awkward.into(),
+        at: t(5),
+    });
+    s.approver = Some("bob".into());
+    s.glass_broken_by = Some("person1".into());
+    s.state = SessionState::Ended;
+    s.end_reason = Some(EndReason::Terminated { by: "dave".into() });
+    s.denial_reason = Some(awkward.into());
+    s.failure = Some(awkward.into());
+    s.version = 11;
+    s.decided_at = Some(t(6));
+    s.activating_at = Some(t(7));
+    s.active_at = Some(t(8));
+    s.expires_at = Some(t(9));
+    s.ending_at = Some(t(10));
+    s.finished_at = Some(t(11));
+    s.grant_name = Some("breakglass-grant-1".into());
+    s.debug_container = Some("debugger-1".into());
+    s.copy_pod = Some("worker-0-debug".into());
+    s.process_access_annotated = true;
+    s.recording = Some(RecordingRef {
+        key: "sessions/x/final.cast".into(),
+        version: "v\"3\"".into(),
+        sha256: "ab".repeat(32),
+        bytes: 9_007_199_254_740_993,
+    });
+    s.rekor = Some(RekorEntry {
+        uuid: "cd".repeat(40),
+        log_index: i64::MAX,
+    });
+    s.review = Some(Review {
+        reviewer: "erin".into(),
+        at: t(12),
+        verdict: Verdict::Concern,
+        notes: awkward.into(),
+    });
+    s.spec = Some(common::stand_in_spec(&s));
+    s
+}
+
+#[tokio::test]
+async fn a_listed_session_is_the_stored_one_every_column_on_either_database() {
+    for s in common::servers().await {
+        // Microseconds: what PostgreSQL's timestamptz keeps (SQLite keeps the text sqlx wrote).
+        let now = OffsetDateTime::now_utc();
+        let now = now.replace_microsecond(now.microsecond()).unwrap();
+        let full = every_column(now);
+        // A request as it is made: most columns NULL, the flags false.
+        let bare = history(1, now).remove(0).0;
+        let create = |x: &Session| EventDraft {
+            actor: x.requester.clone(),
+            kind: "create".into(),
+            detail: None,
+            at: now,
+            notices: Vec::new(),
+        };
+        let batch = vec![
+            vec![(full.clone(), create(&full))],
+            vec![(bare.clone(), create(&bare))],
+        ];
+        s.ctx.store.insert_many(&batch).await.unwrap();
+        let mine = ListFilter {
+            requester: Some("person1".into()),
+            limit: 10,
+            ..Default::default()
+        };
+        let listed = s.ctx.store.list(&mine).await.unwrap();
+        let ours: Vec<&Session> = listed
+            .iter()
+            .filter(|x| x.id == full.id || x.id == bare.id)
+            .collect();
+        // Newest first, each the session stored and the one a get by id reads.
+        assert_eq!(ours, [&bare, &full], "{}", s.backend);
+        for x in ours {
+            let got = s.ctx.store.get(x.id).await.unwrap().unwrap();
+            assert_eq!(&got, x, "{}", s.backend);
+        }
+
+        // A value the store never writes (a hand-edited row) is an error that names the
+        // column and the value, not a page without that session. (PostgreSQL's typed columns
+        // refuse such an edit themselves.)
+        if s.backend == "sqlite" {
+            let raw = sqlx::SqlitePool::connect(&s.ctx.config.database_url)
+                .await
+                .unwrap();
+            sqlx::query(
+                "UPDATE breakglass_sessions SET finished_at = 'last tuesday' WHERE id = $1",
+            )
+            .bind(full.id)
+            .execute(&raw)
+            .await
+            .unwrap();
+            match s.ctx.store.list(&mine).await {
+                Err(StoreError::Page(why)) => assert!(
+                    why.contains("finished_at") && why.contains("last tuesday"),
+                    "{why}"
+                ),
+                other => panic!("a hand-edited time listed as {other:?}"),
+            }
+        }
+    }
+}

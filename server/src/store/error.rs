@@ -30,6 +30,11 @@ pub enum StoreError {
         /// What was found.
         value: String,
     },
+    /// A page of sessions read as one JSON value (SQLite's list) does not read back: a stored
+    /// value is not one the store writes (the row was edited by hand?). The text names the
+    /// session's column.
+    #[error("a listed session does not read back: {0}")]
+    Page(String),
     /// Another server process already serves this SQLite database.
     #[error(
         "another break-glass server already serves the SQLite database {path} ({holder}); \

@@ -42,8 +42,8 @@ pub struct ListFilter {
     pub limit: u32,
 }
 
-/// Defines, for backend `$db`, `list_query(filter)`: the `SELECT` of a [`ListFilter`], or
-/// `None` when the filter can match nothing (no environment visible).
+/// Defines, for backend `$db`, `list_query(filter, around)`: the `SELECT` of a [`ListFilter`],
+/// or `None` when the filter can match nothing (no environment visible).
 macro_rules! list_query {
     ($db:ty) => {
         /// `AND <column> IN (...)` of `values`, bound; `column` may be an expression of one.
@@ -65,12 +65,19 @@ macro_rules! list_query {
             states.iter().map(|s| s.as_str())
         }
 
-        fn list_query(f: &ListFilter) -> Option<QueryBuilder<'_, $db>> {
+        /// `around` is the backend's frame of the page's query ([`Store::list`] on each
+        /// engine): SQL before it, and after.
+        fn list_query<'a>(
+            f: &'a ListFilter,
+            around: (&str, &str),
+        ) -> Option<QueryBuilder<'a, $db>> {
             if f.environments_in.as_ref().is_some_and(|v| v.is_empty()) {
                 return None;
             }
-            let mut q: QueryBuilder<'_, $db> =
-                QueryBuilder::new("SELECT * FROM breakglass_sessions WHERE 1 = 1");
+            let mut q: QueryBuilder<'_, $db> = QueryBuilder::new(format!(
+                "{}SELECT * FROM breakglass_sessions WHERE 1 = 1",
+                around.0
+            ));
             // The filters that find few rows in any table (sessions in progress, reviews
             // due) lead the plan: the environment is then matched by an expression no
             // index serves. Given an environment index that yields ids newest first,
@@ -147,6 +154,7 @@ macro_rules! list_query {
             }
             q.push(" ORDER BY id DESC LIMIT ")
                 .push_bind(i64::from(f.limit));
+            q.push(around.1);
             Some(q)
         }
     };

@@ -25,6 +25,7 @@ mod locks;
 mod logins;
 mod notice;
 mod outbox;
+mod page;
 mod postgres;
 mod row;
 mod search;
@@ -365,10 +366,10 @@ macro_rules! sql_store {
             }
 
             async fn list(&self, f: &ListFilter) -> Result<Vec<Session>, StoreError> {
-                let Some(mut q) = list_query(f) else {
+                let Some(q) = list_query(f, Self::page_around()) else {
                     return Ok(Vec::new());
                 };
-                let rows = q.build_query_as::<SessionRow>().fetch_all(&self.pool).await?;
+                let rows = self.fetch_page(q).await?;
                 rows.into_iter().map(Session::try_from).collect()
             }
 

@@ -20,6 +20,21 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
+    /// A list's query as it is: PostgreSQL's driver reads rows without a handoff per row.
+    fn page_around() -> (&'static str, &'static str) {
+        ("", "")
+    }
+
+    /// The rows of a list's query, newest first.
+    async fn fetch_page(
+        &self,
+        mut q: sqlx::QueryBuilder<'_, sqlx::Postgres>,
+    ) -> Result<Vec<SessionRow>, StoreError> {
+        Ok(q.build_query_as::<SessionRow>()
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     /// After a bulk import: both tables vacuumed and their planner statistics brought up to
     /// date now, as PostgreSQL's documentation asks after a bulk load, rather than whenever
     /// autovacuum gets to them. Without statistics the planner guesses the tables' sizes (the

@@ -1,5 +1,6 @@
 //! The tables' rows as both backends hold them (flat columns, wire names, signed integers) and
-//! their conversion to and from the shared types. Rows are read with `FromRow`; a session's
+//! their conversion to and from the shared types. Rows are read with `FromRow`, except SQLite's
+//! lists, which read a whole page as one JSON value (`store/page.rs`); a session's
 //! columns are bound in one place, [`SessionRow::bind_fixed`] and [`SessionRow::bind_mutable`],
 //! which the insert and the compare-and-set both use.
 
@@ -12,6 +13,7 @@ use sqlx::{Encode, Postgres, Sqlite, Type};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::store::page::cell;
 use crate::store::StoreError;
 
 /// A column value either backend can bind.
@@ -50,6 +52,39 @@ macro_rules! session_row {
         pub const FIXED: &[&str] = &[$(stringify!($f)),*];
         /// Columns that change over a session's life: what compare-and-set rewrites.
         pub const MUTABLE: &[&str] = &[$(stringify!($m)),*];
+
+        /// A row from its columns as one JSON array, [`FIXED`] then [`MUTABLE`] order, each
+        /// as [`crate::store::page::Cell`] reads it: how SQLite's list answers a page
+        /// ([`crate::store::page::JSON_ROW`]).
+        impl<'de> serde::Deserialize<'de> for SessionRow {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SessionRow, D::Error> {
+                struct Columns;
+
+                impl<'de> serde::de::Visitor<'de> for Columns {
+                    type Value = SessionRow;
+
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("a session row: an array of its columns")
+                    }
+
+                    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                        self,
+                        mut seq: A,
+                    ) -> Result<SessionRow, A::Error> {
+                        $(let $f = cell::<$ft, A>(&mut seq, stringify!($f))?;)*
+                        $(let $m = cell::<$mt, A>(&mut seq, stringify!($m))?;)*
+                        if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                            return Err(serde::de::Error::custom(
+                                "the row has more columns than a session",
+                            ));
+                        }
+                        Ok(SessionRow { $($f,)* $($m,)* })
+                    }
+                }
+
+                d.deserialize_seq(Columns)
+            }
+        }
 
         impl SessionRow {
             /// Binds the [`FIXED`] columns, in order.

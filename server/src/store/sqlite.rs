@@ -11,7 +11,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
@@ -35,7 +35,43 @@ pub struct SqliteStore {
     notices: broadcast::Sender<Notice>,
 }
 
+/// SQLite's expression of a session row as one JSON array of its columns, in [`FIXED`] then
+/// [`MUTABLE`] order, which [`SessionRow`]'s `Deserialize` reads: the id, a BLOB, as hex
+/// (JSON has no bytes); the rest as stored.
+static JSON_ROW: LazyLock<String> = LazyLock::new(|| {
+    let columns: Vec<&str> = FIXED
+        .iter()
+        .chain(MUTABLE)
+        .map(|&c| if c == "id" { "hex(id)" } else { c })
+        .collect();
+    format!("json_array({})", columns.join(", "))
+});
+
+/// The frame of a list's query on SQLite: the page comes back as one JSON array of rows
+/// ([`JSON_ROW`]), one value in one row (`store/page.rs` says why).
+static PAGE_OPEN: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT json_group_array({}) FROM (", *JSON_ROW));
+
 impl SqliteStore {
+    /// See [`PAGE_OPEN`].
+    fn page_around() -> (&'static str, &'static str) {
+        (&PAGE_OPEN, ")")
+    }
+
+    /// The rows of a list's query framed by [`SqliteStore::page_around`], newest first.
+    async fn fetch_page(
+        &self,
+        mut q: sqlx::QueryBuilder<'_, sqlx::Sqlite>,
+    ) -> Result<Vec<SessionRow>, StoreError> {
+        let page: String = q.build_query_scalar().fetch_one(&self.pool).await?;
+        let mut rows: Vec<SessionRow> =
+            serde_json::from_str(&page).map_err(|e| StoreError::Page(e.to_string()))?;
+        // An aggregate's order is not the subquery's by any promise of SQL's: the ids' order
+        // is (a BLOB compares as its bytes, as a `Uuid` does).
+        rows.sort_unstable_by_key(|r| std::cmp::Reverse(r.id));
+        Ok(rows)
+    }
+
     /// After a bulk import: nothing. The list queries' plans were chosen for SQLite without
     /// statistics (`ANALYZE` is never run on this database), so gathering them here would
     /// change the plans the store was measured with.
