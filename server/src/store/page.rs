@@ -1,6 +1,6 @@
 //! A page of sessions read as one JSON value, which is how SQLite's lists read their rows.
 //! sqlx's SQLite driver hands each row from the connection's thread to the caller's and copies
-//! each of its values on the way (a session has about 45), which was most of what a listed
+//! each of its values on the way (a session has 46), which was most of what a listed
 //! session cost (BENCHMARKS.md, "A million sessions"); SQLite builds the page's JSON in C in
 //! one value instead, and serde reads it into `SessionRow`s (`store/row.rs`), each column as
 //! sqlx would have decoded it.

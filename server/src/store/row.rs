@@ -55,7 +55,7 @@ macro_rules! session_row {
 
         /// A row from its columns as one JSON array, [`FIXED`] then [`MUTABLE`] order, each
         /// as [`crate::store::page::Cell`] reads it: how SQLite's list answers a page
-        /// ([`crate::store::page::JSON_ROW`]).
+        /// (`SqliteStore`'s `JSON_ROW`).
         impl<'de> serde::Deserialize<'de> for SessionRow {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SessionRow, D::Error> {
                 struct Columns;
