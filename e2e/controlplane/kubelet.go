@@ -110,7 +110,20 @@ func (k *kubelet) resolve(w http.ResponseWriter, req *http.Request) (containerKe
 		http.Error(w, fmt.Sprintf("container %s not found in pod %s/%s", key.Container, key.Namespace, key.Pod), http.StatusNotFound)
 		return key, "", false
 	}
+	if ephemeralTerminated(pod, key.Container) {
+		// A runtime has nothing left to attach to: an ended ephemeral
+		// container never runs again.
+		http.Error(w, fmt.Sprintf("container %s in pod %s/%s is not running", key.Container, key.Namespace, key.Pod), http.StatusBadRequest)
+		return key, "", false
+	}
 	return key, pod.UID, true
+}
+
+// ephemeralTerminated reports whether the pod's status says its ephemeral
+// container name ended.
+func ephemeralTerminated(pod *corev1.Pod, name string) bool {
+	cs := findStatus(pod.Status.EphemeralContainerStatuses, name)
+	return cs != nil && cs.State.Terminated != nil
 }
 
 func hasContainer(pod *corev1.Pod, name string) bool {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -39,6 +40,10 @@ type nodeSim struct {
 	client      kubernetes.Interface
 	kubeletPort int
 	shells      *shellManager
+	// bootID is new at every start of this process, as a real node's is at
+	// every boot: the containers it runs carry it in their ids, so a status
+	// written by an earlier start is told apart from this start's own.
+	bootID string
 
 	factory   informers.SharedInformerFactory
 	podLister corelisters.PodLister
@@ -49,6 +54,10 @@ type nodeSim struct {
 	nextIP   int
 	exited   map[uidContainer]int32 // ephemeral containers whose shell ended: exit code
 	restarts map[uidContainer]int32 // regular containers whose shell ended and restarts
+	// adopted: containers found in a status written before this start, whose
+	// processes did not survive it (ephemeral ones are then terminated for
+	// good, regular ones restarted once).
+	adopted map[uidContainer]bool
 }
 
 type uidContainer struct {
@@ -67,6 +76,8 @@ func newNodeSim(client kubernetes.Interface, kubeletPort int) *nodeSim {
 		nextIP:   2,
 		exited:   map[uidContainer]int32{},
 		restarts: map[uidContainer]int32{},
+		adopted:  map[uidContainer]bool{},
+		bootID:   newBootID(),
 	}
 	s.factory = informers.NewSharedInformerFactory(client, 0)
 	podInformer := s.factory.Core().V1().Pods()
@@ -84,6 +95,13 @@ func newNodeSim(client kubernetes.Interface, kubeletPort int) *nodeSim {
 		},
 	})
 	return s
+}
+
+// newBootID is a random id for this start of the node.
+func newBootID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func (s *nodeSim) enqueue(obj interface{}) {
@@ -138,7 +156,7 @@ func (s *nodeSim) registerNode(ctx context.Context) error {
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID:               "breakglass-sim",
 				SystemUUID:              "breakglass-sim",
-				BootID:                  "breakglass-sim",
+				BootID:                  s.bootID,
 				KernelVersion:           "simulated",
 				OSImage:                 "simulated node",
 				ContainerRuntimeVersion: "sim://1.0.0",
@@ -295,6 +313,11 @@ func (s *nodeSim) forget(pod *corev1.Pod) {
 			delete(s.restarts, k)
 		}
 	}
+	for k := range s.adopted {
+		if k.UID == pod.UID {
+			delete(s.adopted, k)
+		}
+	}
 }
 
 // containerSpec is a debug container's own command (and the plain values of
@@ -365,10 +388,50 @@ func (s *nodeSim) podIP(uid types.UID) string {
 	return ip
 }
 
-func containerID(uid types.UID, name string, restarts int32) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%d", uid, name, restarts)))
+// containerID names one run of a container: on this start of the node
+// (bootID), of pod uid, after restarts restarts.
+func (s *nodeSim) containerID(uid types.UID, name string, restarts int32) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%d", s.bootID, uid, name, restarts)))
 	return "sim://" + hex.EncodeToString(sum[:])
 }
+
+// fromEarlierStart reports whether a container's previous status was written
+// by an earlier start of this node (its id is not the one this start gives
+// that run of the container).
+func (s *nodeSim) fromEarlierStart(uid types.UID, prev *corev1.ContainerStatus) bool {
+	return prev != nil && prev.ContainerID != "" && prev.ContainerID != s.containerID(uid, prev.Name, prev.RestartCount)
+}
+
+// adopt takes over, once, what an earlier start of the node left in a
+// container's status, as a runtime does after a reboot: the processes are
+// gone. An ephemeral container that ran or ended then is terminated now and
+// for good (the API server refuses a terminated container that runs again,
+// which left every later status of the pod unwritten); a regular container
+// restarts (restartCount one more). Called with s.mu held.
+func (s *nodeSim) adopt(uid types.UID, prev *corev1.ContainerStatus, ephemeral bool) {
+	uc := uidContainer{uid, prev.Name}
+	if s.adopted[uc] {
+		return
+	}
+	if !s.fromEarlierStart(uid, prev) {
+		return
+	}
+	s.adopted[uc] = true
+	if ephemeral {
+		if t := prev.State.Terminated; t != nil {
+			s.exited[uc] = t.ExitCode
+		} else {
+			// What a kubelet reports for a container it lost: exit code 137.
+			s.exited[uc] = lostExitCode
+		}
+		return
+	}
+	s.restarts[uc] = prev.RestartCount + 1
+}
+
+// lostExitCode is the exit code of a container whose processes did not
+// survive a restart of the node.
+const lostExitCode = 137
 
 func imageID(image string) string {
 	sum := sha256.Sum256([]byte(image))
@@ -401,10 +464,10 @@ func (s *nodeSim) desiredStatus(pod *corev1.Pod) *corev1.PodStatus {
 		prev := findStatus(pod.Status.InitContainerStatuses, c.Name)
 		cs := corev1.ContainerStatus{
 			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image),
-			ContainerID: containerID(pod.UID, c.Name, 0), Ready: true, Started: ptr(false),
+			ContainerID: s.containerID(pod.UID, c.Name, 0), Ready: true, Started: ptr(false),
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now,
-				ContainerID: containerID(pod.UID, c.Name, 0)}},
+				ContainerID: s.containerID(pod.UID, c.Name, 0)}},
 		}
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			// A sidecar keeps running.
@@ -418,17 +481,20 @@ func (s *nodeSim) desiredStatus(pod *corev1.Pod) *corev1.PodStatus {
 	st.ContainerStatuses = nil
 	for _, c := range pod.Spec.Containers {
 		prev := findStatus(pod.Status.ContainerStatuses, c.Name)
+		if prev != nil {
+			s.adopt(pod.UID, prev, false)
+		}
 		restarts := s.restarts[uidContainer{pod.UID, c.Name}]
 		cs := corev1.ContainerStatus{
 			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image),
-			ContainerID: containerID(pod.UID, c.Name, restarts), Ready: true, Started: ptr(true),
+			ContainerID: s.containerID(pod.UID, c.Name, restarts), Ready: true, Started: ptr(true),
 			RestartCount: restarts,
 			State:        corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		}
 		if restarts > 0 {
 			cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now,
-				ContainerID: containerID(pod.UID, c.Name, restarts-1)}}
+				ContainerID: s.containerID(pod.UID, c.Name, restarts-1)}}
 		}
 		keepTimes(prev, &cs)
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
@@ -438,7 +504,15 @@ func (s *nodeSim) desiredStatus(pod *corev1.Pod) *corev1.PodStatus {
 	stuck := pod.Annotations[NeverStartEphemeralAnnotation] == "true"
 	for _, c := range pod.Spec.EphemeralContainers {
 		prev := findStatus(pod.Status.EphemeralContainerStatuses, c.Name)
-		if stuck {
+		if prev != nil && prev.State.Terminated != nil && !s.fromEarlierStart(pod.UID, prev) {
+			// Ended on this start: it stays as it ended (a terminated
+			// ephemeral container never runs again).
+			s.exited[uidContainer{pod.UID, c.Name}] = prev.State.Terminated.ExitCode
+		}
+		if prev != nil {
+			s.adopt(pod.UID, prev, true)
+		}
+		if _, lost := s.exited[uidContainer{pod.UID, c.Name}]; stuck && !lost {
 			// What a real kubelet shows for an image it cannot pull: waiting, forever.
 			st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, corev1.ContainerStatus{
 				Name: c.Name, Image: c.Image, Ready: false, Started: ptr(false),
@@ -447,15 +521,26 @@ func (s *nodeSim) desiredStatus(pod *corev1.Pod) *corev1.PodStatus {
 			})
 			continue
 		}
+		id := s.containerID(pod.UID, c.Name, 0)
+		if prev != nil && s.adopted[uidContainer{pod.UID, c.Name}] {
+			// An earlier start's container keeps the id it had.
+			id = prev.ContainerID
+		}
 		cs := corev1.ContainerStatus{
 			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image),
-			ContainerID: containerID(pod.UID, c.Name, 0), Ready: false, Started: ptr(true),
+			ContainerID: id, Ready: false, Started: ptr(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		}
 		if code, ok := s.exited[uidContainer{pod.UID, c.Name}]; ok {
 			reason := "Completed"
 			if code != 0 {
 				reason = "Error"
+			}
+			message := ""
+			if prev != nil && prev.State.Terminated != nil {
+				reason, message = prev.State.Terminated.Reason, prev.State.Terminated.Message
+			} else if s.adopted[uidContainer{pod.UID, c.Name}] {
+				reason, message = "ContainerStatusUnknown", "The container could not be located when the node restarted"
 			}
 			started := now
 			if prev != nil && prev.State.Running != nil {
@@ -465,7 +550,7 @@ func (s *nodeSim) desiredStatus(pod *corev1.Pod) *corev1.PodStatus {
 			}
 			cs.Started = ptr(false)
 			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: now,
+				ExitCode: code, Reason: reason, Message: message, StartedAt: started, FinishedAt: now,
 				ContainerID: cs.ContainerID}}
 		}
 		keepTimes(prev, &cs)
