@@ -174,6 +174,14 @@ pub enum CleanupStep {
     },
 }
 
+impl CleanupStep {
+    /// Whether the step leaves something the session created running in the cluster, so that
+    /// nobody may be told the cluster is clean.
+    pub fn leaves_something(&self) -> bool {
+        matches!(self, CleanupStep::DebugContainerLeftRunning { .. })
+    }
+}
+
 impl fmt::Display for CleanupStep {
     /// The sentence kept in the events table.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

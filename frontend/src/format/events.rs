@@ -43,7 +43,8 @@ pub fn event_sentence(e: &SessionEventRecord, requester: &str) -> String {
         "activated" => "The debug container runs: the session is active.".into(),
         "activation_failed" if detail.is_empty() => "Activation failed.".into(),
         "activation_failed" => format!("Activation failed: {detail}"),
-        "cleanup_done" => "Everything the session created in the cluster is removed.".into(),
+        // What the cleanup left is only known from its steps: `folded` says which.
+        "cleanup_done" => CLEANED.into(),
         "progress" => match serde_json::from_str::<ProgressWords>(detail) {
             Ok(p) => p.sentence(),
             Err(_) => "A step in the cluster was done.".into(),
@@ -71,6 +72,25 @@ struct ProgressWords {
     name: String,
     #[serde(default)]
     detail: String,
+    #[serde(default)]
+    left: bool,
+}
+
+/// The end of a cleanup whose every step removed what it was for, and only then.
+const CLEANED: &str = "Everything the session created in the cluster is removed.";
+
+/// The end of a cleanup with a step that left something in the cluster (said in that step).
+const NOT_CLEANED: &str =
+    "Cleanup finished, but not everything the session created is gone from the cluster: \
+     the step above says what is left.";
+
+/// Whether `e` is a cleanup step that left something of the session in the cluster.
+fn left_something(e: &SessionEventRecord) -> bool {
+    e.kind == "progress"
+        && e.detail
+            .as_deref()
+            .and_then(|d| serde_json::from_str::<ProgressWords>(d).ok())
+            .is_some_and(|p| p.kind == "CleanupStep" && p.left)
 }
 
 impl ProgressWords {
@@ -87,6 +107,7 @@ impl ProgressWords {
             "Anchored" => {
                 "The recording's fingerprint was published in the transparency log.".into()
             }
+            "CleanupStep" if self.left => format!("Left in the cluster: {}.", self.detail),
             "CleanupStep" => format!("Cleaned up: {}.", self.detail),
             _ => "A step in the cluster was done.".into(),
         }
@@ -124,8 +145,13 @@ fn upper_first(s: &str) -> String {
 /// (first event's index, sentence).
 pub fn folded(events: &[SessionEventRecord], requester: &str) -> Vec<(usize, String)> {
     let mut out: Vec<(usize, String, usize)> = Vec::new();
+    let mut left = false;
     for (i, e) in events.iter().enumerate() {
-        let line = event_sentence(e, requester);
+        left |= left_something(e);
+        let mut line = event_sentence(e, requester);
+        if left && e.kind == "cleanup_done" {
+            line = NOT_CLEANED.into();
+        }
         match out.last_mut() {
             Some((_, last, n)) if *last == line => *n += 1,
             _ => out.push((i, line, 1)),
@@ -248,12 +274,21 @@ mod tests {
             Progress::Anchored(anchored),
             Progress::CleanupStep {
                 detail: "grant".into(),
+                left: false,
+            },
+            Progress::CleanupStep {
+                detail: "debug container debug-1 still runs: it did not end".into(),
+                left: true,
             },
         ]
         .map(sentence);
         assert_eq!(all[2], "Debug container debug-1 added to the pod.");
         assert_eq!(all[3], "Copy of the pod created as web-1-copy.");
         assert_eq!(all[6], "Cleaned up: grant.");
+        assert_eq!(
+            all[7],
+            "Left in the cluster: debug container debug-1 still runs: it did not end."
+        );
         for (i, s) in all.iter().enumerate() {
             assert_ne!(s, "A step in the cluster was done.", "variant {i}");
             assert!(all[..i].iter().all(|t| t != s), "{s:?} twice");
@@ -263,8 +298,11 @@ mod tests {
     #[test]
     fn repeated_steps_fold() {
         use SessionState::*;
-        let stored = serde_json::to_string(&Progress::CleanupStep { detail: "x".into() })
-            .unwrap_or_default();
+        let stored = serde_json::to_string(&Progress::CleanupStep {
+            detail: "x".into(),
+            left: false,
+        })
+        .unwrap_or_default();
         let events = [
             ev("activated", Some(Activating), Active, None),
             ev("progress", Some(Active), Active, Some(&stored)),
@@ -273,5 +311,44 @@ mod tests {
         let f = folded(&events, "alice");
         assert_eq!(f.len(), 2);
         assert_eq!(f[1], (1, "Cleaned up: x (2 times)".to_string()));
+    }
+
+    /// The page says the cluster is clean only when every cleanup step removed what it was for;
+    /// a step that left a debug container running makes the end say so, whatever comes after.
+    #[test]
+    fn the_end_of_a_cleanup_says_clean_only_when_it_is() {
+        use SessionState::*;
+        let step = |left: bool| {
+            serde_json::to_string(&Progress::CleanupStep {
+                detail: "debug container debug-1 still runs: it did not end".into(),
+                left,
+            })
+            .unwrap_or_default()
+        };
+        let (kept, stopped) = (step(true), step(false));
+        let grant = serde_json::to_string(&Progress::CleanupStep {
+            detail: "deleted grant g".into(),
+            left: false,
+        })
+        .unwrap_or_default();
+        let end = |steps: &[&str]| {
+            let mut events = vec![ev("system_end", Some(Active), Ending, Some("TtlExpired"))];
+            events.extend(
+                steps
+                    .iter()
+                    .map(|d| ev("progress", Some(Ending), Ending, Some(d))),
+            );
+            events.push(ev("cleanup_done", Some(Ending), Ended, None));
+            folded(&events, "alice")
+                .last()
+                .map(|(_, line)| line.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(end(&[&stopped, &grant]), CLEANED);
+        assert_eq!(end(&[&kept, &grant]), NOT_CLEANED);
+        assert_eq!(end(&[]), CLEANED);
+        // A row written before steps said what they left reads as it did.
+        let old = r#"{"kind":"CleanupStep","detail":"deleted grant g"}"#;
+        assert_eq!(end(&[old]), CLEANED);
     }
 }

@@ -48,6 +48,7 @@ impl ProgressSink for RowProgress<'_> {
         let next = self
             .commit(Progress::CleanupStep {
                 detail: step.to_string(),
+                left: step.leaves_something(),
             })
             .await?;
         #[cfg(feature = "failpoints")]

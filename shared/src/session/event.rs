@@ -69,8 +69,13 @@ pub enum Progress {
     Anchored(RekorEntry),
     /// A cleanup step finished (free text for the audit trail).
     CleanupStep {
-        /// What was removed.
+        /// What was removed, or what is left and why.
         detail: String,
+        /// The step leaves something of the session in the cluster (a debug container that did
+        /// not stop): the page then never says that everything is gone. Absent in the rows
+        /// written before it existed, and when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        left: bool,
     },
 }
 
