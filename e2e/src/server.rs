@@ -406,6 +406,17 @@ impl ApiClient {
             .ok_or_else(|| anyhow!("no id in {v}"))
     }
 
+    /// Approves request `id` as this user (no step-up); fails naming the answer otherwise.
+    pub async fn approve(&self, id: &str) -> anyhow::Result<()> {
+        let (status, v) = self
+            .post(&format!("/sessions/{id}/approve"), json!({}))
+            .await?;
+        if status != 200 {
+            bail!("approve {id} as {}: {status} {v}", self.user);
+        }
+        Ok(())
+    }
+
     /// The session JSON.
     pub async fn session(&self, id: &str) -> anyhow::Result<Value> {
         let (status, v) = self.get(&format!("/sessions/{id}")).await?;

@@ -1,7 +1,8 @@
 //! The README's first command, for real: `scripts/dev.sh` starts the whole demo (two control
 //! planes, guardrails, workloads, server); alice gets a Ground session on a demo pod, types in
 //! its terminal, ends it and reads the recording; then SIGINT must stop every process the demo
-//! started and free every port it listened on.
+//! started and free every port it listened on. Started again on the same data (the second day),
+//! a new session on each pod debugged the first day gets its debug container, on both tiers.
 //!
 //! The only departures from a person's `scripts/dev.sh`: a data directory of its own and a
 //! free server port (`--data-dir`, `--port 0`), so it runs beside a demo or other tests. It
@@ -14,7 +15,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use breakglass_e2e::browser::{artifacts_dir, Browser, ChromeDriver};
@@ -45,12 +46,17 @@ fn root() -> PathBuf {
 struct Demo {
     child: Child,
     lines: mpsc::Receiver<String>,
-    data: tempfile::TempDir,
+    /// Shared by the demo of the first day and the one started again on its data.
+    data: Arc<tempfile::TempDir>,
 }
 
 impl Demo {
     fn start() -> Demo {
-        let data = tempfile::tempdir().unwrap();
+        Demo::start_on(Arc::new(tempfile::tempdir().unwrap()))
+    }
+
+    /// `scripts/dev.sh` on `data`: a new demo, or the same demo started again.
+    fn start_on(data: Arc<tempfile::TempDir>) -> Demo {
         // A person's shell delivers Ctrl-C; a test started in the background (CI, `cmd &`)
         // may have inherited SIGINT ignored, and bash cannot trap a signal ignored at its
         // start: reset both to the default so dev.sh's own trap is what is tested.
@@ -303,6 +309,49 @@ async fn read_until(ws: &mut Ws, needle: &str) -> Result<String, (Stopped, Strin
     }
 }
 
+/// In session `id`'s terminal (Active), `who` types `echo <word>-$((6*7))` and sees its output,
+/// then ends the session: the terminal closes with "session ended" and the session ends.
+async fn type_and_end(url: &str, who: &ApiClient, id: &str, word: &str) {
+    let mut req = format!(
+        "{}/api/breakglass/sessions/{id}/terminal",
+        url.replace("http://", "ws://")
+    )
+    .into_client_request()
+    .unwrap();
+    req.headers_mut()
+        .insert("cookie", who.cookie_header().parse().unwrap());
+    req.headers_mut().insert("origin", url.parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    ws.send(Message::Binary(
+        Frame::Resize { cols: 90, rows: 25 }.encode().into(),
+    ))
+    .await
+    .unwrap();
+    ws.send(Message::Binary(
+        Frame::Data(format!("echo {word}-$((6*7))\r").as_bytes())
+            .encode()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    if let Err((why, seen)) = read_until(&mut ws, &format!("{word}-42")).await {
+        panic!("no command output in the terminal: {why}; saw {seen:?}");
+    }
+
+    let (st, v) = who
+        .post(&format!("/sessions/{id}/end"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(st, 200, "{v}");
+    // The terminal closes with "session ended" (after any output still in flight).
+    match read_until(&mut ws, "\u{0}never\u{0}").await {
+        Err((Stopped::Closed(code), _)) => assert_eq!(code, close::SESSION_ENDED),
+        Err((why, seen)) => panic!("the terminal did not close at the end: {why}; saw {seen:?}"),
+        Ok(seen) => panic!("the terminal did not close at the end; saw {seen:?}"),
+    }
+    who.wait_state(id, &["Ended"], T).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
     let mut demo = Demo::start();
@@ -359,42 +408,7 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
         .unwrap();
     alice.wait_state(&id, &["Active"], T).await.unwrap();
 
-    let mut req = format!(
-        "{}/api/breakglass/sessions/{id}/terminal",
-        url.replace("http://", "ws://")
-    )
-    .into_client_request()
-    .unwrap();
-    req.headers_mut()
-        .insert("cookie", alice.cookie_header().parse().unwrap());
-    req.headers_mut().insert("origin", url.parse().unwrap());
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-    ws.send(Message::Binary(
-        Frame::Resize { cols: 90, rows: 25 }.encode().into(),
-    ))
-    .await
-    .unwrap();
-    ws.send(Message::Binary(
-        Frame::Data(b"echo demo-$((6*7))\r").encode().into(),
-    ))
-    .await
-    .unwrap();
-    if let Err((why, seen)) = read_until(&mut ws, "demo-42").await {
-        panic!("no command output in the terminal: {why}; saw {seen:?}");
-    }
-
-    let (st, v) = alice
-        .post(&format!("/sessions/{id}/end"), json!({}))
-        .await
-        .unwrap();
-    assert_eq!(st, 200, "{v}");
-    // The terminal closes with "session ended" (after any output still in flight).
-    match read_until(&mut ws, "\u{0}never\u{0}").await {
-        Err((Stopped::Closed(code), _)) => assert_eq!(code, close::SESSION_ENDED),
-        Err((why, seen)) => panic!("the terminal did not close at the end: {why}; saw {seen:?}"),
-        Ok(seen) => panic!("the terminal did not close at the end; saw {seen:?}"),
-    }
-    alice.wait_state(&id, &["Ended"], T).await.unwrap();
+    type_and_end(&url, &alice, &id, "demo").await;
 
     // The recording has what was typed and seen, and checks out.
     let cast = alice
@@ -467,6 +481,38 @@ async fn the_readme_demo_runs_a_terminal_session_and_stops_clean() {
     for port in &ports {
         assert!(!port_open(*port), "port {port} still served after SIGINT");
     }
+
+    // The second day: the demo started again on its own data. Both pods debugged on the first
+    // day (checkout on dev, Ground, and on prod, Flight, in the browser) carry the debug
+    // containers of then; a new session on each gets a debug container of its own that runs.
+    let mut again = Demo::start_on(demo.data.clone());
+    let url = again.url();
+    let alice = ApiClient::login(&url, "alice").await.unwrap();
+    let bob = ApiClient::login(&url, "bob").await.unwrap();
+    for (env, word) in [("dev", "second-day"), ("prod", "second-day-flight")] {
+        let id = alice
+            .create(
+                json!({"environment": env, "namespace": "shop", "pod": "checkout",
+                           "mode": "live", "target_container": "app",
+                           "reason": "the demo's second day", "duration_minutes": 15}),
+            )
+            .await
+            .unwrap();
+        if env == "prod" {
+            alice
+                .wait_state(&id, &["PendingApproval"], T)
+                .await
+                .unwrap();
+            bob.approve(&id).await.unwrap();
+        }
+        if let Err(e) = alice.wait_state(&id, &["Active"], T).await {
+            let (_, session) = alice.get(&format!("/sessions/{id}")).await.unwrap();
+            panic!("{env}: no debug container on the second day: {e:#}\n{session}");
+        }
+        type_and_end(&url, &alice, &id, word).await;
+    }
+    // Ctrl-C again, and wait for every process of the second demo to go.
+    drop(again);
 
     // `--reset` wipes the demo's data (the lock file aside).
     let out = Command::new("bash")
