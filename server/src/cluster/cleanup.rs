@@ -79,7 +79,18 @@ impl Clusters {
             return;
         }
         let stopped = async {
-            let mut attached = self.attach(s).await.map_err(|e| e.to_string())?;
+            let mut attached = match self.attach(s).await {
+                Ok(attached) => attached,
+                // A container that ended between the look above and the attach has nothing to
+                // attach to: the pod's status, not the refused attach, says whether it stopped.
+                Err(e) => {
+                    let now = pods.get_opt(&s.pod).await.ok().flatten();
+                    if now.is_none_or(|p| !container_running(&p, &container)) {
+                        return Ok(());
+                    }
+                    return Err(e.to_string());
+                }
+            };
             attached
                 .resize(END_SIZE.0, END_SIZE.1)
                 .await
