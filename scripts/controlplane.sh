@@ -5,7 +5,10 @@
 #   scripts/controlplane.sh build
 #       Builds the binary once per source version into
 #       ${BREAKGLASS_CACHE:-/var/cache/breakglass}/controlplane/controlplane-<hash>
-#       (reused when present) and prints its path on stdout.
+#       (reused when present) and prints its path on stdout. Beside it,
+#       <binary>.image holds the debug image's files (debug-image/: the
+#       supervisor, built static, and profile.sh) laid out as in the image;
+#       the simulated node shows them in every debug container.
 #   scripts/controlplane.sh start [controlplane flags...]
 #       Builds if needed, then runs one instance in the foreground for manual
 #       use. Defaults: --kubeconfig-dir .breakglass/controlplane, a temporary
@@ -16,6 +19,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SRC="$ROOT/e2e/controlplane"
+IMAGE_SRC="$ROOT/debug-image"
 OUT_DIR="$CACHE/controlplane"
 GO=$(go_bin)
 
@@ -36,6 +40,9 @@ cmd_build() {
     cd "$SRC"
     {
       for f in $(ls ./*.go go.mod go.sum | LC_ALL=C sort); do echo "== $f"; cat "$f"; done
+      for f in $(cd "$IMAGE_SRC" && ls supervisor/*.go supervisor/go.mod profile.sh | LC_ALL=C sort); do
+        echo "== debug-image/$f"; cat "$IMAGE_SRC/$f"
+      done
       "$GO" version
       echo "$ldflags"
     } | sha256sum | cut -c1-16
@@ -48,9 +55,16 @@ cmd_build() {
     note "building $out (first build of k8s.io/kubernetes takes several minutes)"
     tmp="$out.tmp.$$"
     (cd "$SRC" && "$GO" build -buildvcs=false -o "$tmp" -ldflags "$ldflags" .) >&2
+    rm -rf "$tmp.image" "$out.image"
+    mkdir -p "$tmp.image/usr/local/bin" "$tmp.image/etc/breakglass"
+    (cd "$IMAGE_SRC/supervisor" && go_env "$GO" build -buildvcs=false -trimpath -ldflags "-s -w" \
+      -o "$tmp.image/usr/local/bin/breakglass-supervisor" .) >&2
+    cp "$IMAGE_SRC/profile.sh" "$tmp.image/etc/breakglass/profile.sh"
+    mv -f "$tmp.image" "$out.image"
     mv -f "$tmp" "$out"
     # Keep the three newest builds (each is ~120 MB).
-    ls -1t "$OUT_DIR"/controlplane-* 2>/dev/null | grep -v '\.tmp\.' | tail -n +4 | xargs -r rm -f
+    ls -1t "$OUT_DIR"/controlplane-* 2>/dev/null | grep -v -e '\.tmp\.' -e '\.image$' | tail -n +4 \
+      | while read -r old; do rm -rf "$old" "$old.image"; done
   fi
   flock -u 9
   echo "$out"

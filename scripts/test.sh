@@ -60,7 +60,7 @@ while read -r name kind exe; do
 done <"$BREAKGLASS_CACHE/e2e-binaries.txt" \
   | CARGO_MANIFEST_DIR="$ROOT/e2e" scripts/run-binaries.py --jobs "${E2E_JOBS:-2}" --cwd "$ROOT/e2e" -- "$@"
 
-step "the test control plane's own Go test (e2e/controlplane: the simulated kubelet's streams)"
+step "the test control plane's own Go test (e2e/controlplane: the simulated kubelet's streams, a runtime's process rules, the debug image's supervisor run in them)"
 # The settings of `scripts/controlplane.sh build` (cgo as Go defaults it), so a cold run
 # compiles k8s.io/kubernetes once for both, not once per setting.
 (cd e2e/controlplane && GOTOOLCHAIN=local "$(go_bin)" test -count=1 ./...)

@@ -199,8 +199,12 @@ func (cp *controlPlane) startComponents() error {
 		return err
 	}
 	cp.sim = newNodeSim(nodeClient, cp.kubeletPt)
-	cp.shells = newShellManager(filepath.Join(cp.o.dataDir, "containers"), cp.sim.containerExited)
+	cp.shells, err = newShellManager(filepath.Join(cp.o.dataDir, "containers"), cp.sim.bootID, cp.sim.containerExited)
+	if err != nil {
+		return err
+	}
 	cp.shells.spec = cp.sim.containerSpec
+	cp.shells.image = cp.o.debugImageDir
 	cp.sim.shells = cp.shells
 	cp.kubelet, err = newKubelet(cp.shells, func(ctx context.Context, ns, name string, fresh bool) (*corev1.Pod, bool) {
 		return cp.sim.pod(ctx, ns, name, fresh)

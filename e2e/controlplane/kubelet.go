@@ -110,19 +110,24 @@ func (k *kubelet) resolve(w http.ResponseWriter, req *http.Request) (containerKe
 		http.Error(w, fmt.Sprintf("container %s not found in pod %s/%s", key.Container, key.Namespace, key.Pod), http.StatusNotFound)
 		return key, "", false
 	}
-	if ephemeralTerminated(pod, key.Container) {
+	if endedForGood(pod, key.Container) {
 		// A runtime has nothing left to attach to: an ended ephemeral
-		// container never runs again.
+		// container never runs again, nor does a container its pod's
+		// restart policy does not restart.
 		http.Error(w, fmt.Sprintf("container %s in pod %s/%s is not running", key.Container, key.Namespace, key.Pod), http.StatusBadRequest)
 		return key, "", false
 	}
 	return key, pod.UID, true
 }
 
-// ephemeralTerminated reports whether the pod's status says its ephemeral
-// container name ended.
-func ephemeralTerminated(pod *corev1.Pod, name string) bool {
-	cs := findStatus(pod.Status.EphemeralContainerStatuses, name)
+// endedForGood reports whether the pod's status says container name ended
+// and will not run again: an ephemeral container, or a regular one shown
+// terminated (the node shows a container it restarts as running).
+func endedForGood(pod *corev1.Pod, name string) bool {
+	if cs := findStatus(pod.Status.EphemeralContainerStatuses, name); cs != nil {
+		return cs.State.Terminated != nil
+	}
+	cs := findStatus(pod.Status.ContainerStatuses, name)
 	return cs != nil && cs.State.Terminated != nil
 }
 

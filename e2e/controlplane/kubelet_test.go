@@ -6,9 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,8 +30,7 @@ func TestKubeletStreamsOverSPDYAndWebSocket(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
 		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c"}}},
 	}
-	shells := newShellManager(filepath.Join(dir, "containers"), nil)
-	defer shells.closeAll()
+	shells := newTestManager(t, dir, nil, nil)
 	k, err := newKubelet(shells, func(_ context.Context, ns, name string, _ bool) (*corev1.Pod, bool) {
 		return pod, ns == "ns" && name == "p"
 	}, p)
@@ -154,108 +151,3 @@ type sizeQueue struct {
 }
 
 func (q *sizeQueue) Next() *remotecommand.TerminalSize { return <-q.ch }
-
-// A container runs its own command with its environment, and when its main
-// process exits, every process it started goes with it, as a runtime stops a
-// container's cgroup: a job left in the background, and one that left the
-// session (setsid), are gone by the time the container is reported ended.
-func TestAContainerEndsWithItsMainProcessAndTakesItsProcessesAlong(t *testing.T) {
-	dir := t.TempDir()
-	pids := filepath.Join(dir, "pids")
-	script := `sleep 300 & echo $! > "$PIDS"; setsid sleep 300 & echo $! >> "$PIDS"; sleep 0.2; exit 3`
-	ended := make(chan int, 1)
-	shells := newShellManager(filepath.Join(dir, "containers"), func(_ containerKey, code int) { ended <- code })
-	shells.spec = func(containerKey) ([]string, []string) {
-		return []string{"/bin/sh", "-c", script}, []string{"PIDS=" + pids}
-	}
-	defer shells.closeAll()
-	if _, err := shells.get(containerKey{"ns", "p", "debug-1"}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case code := <-ended:
-		if code != 3 {
-			t.Fatalf("exit code %d, want the main process's 3", code)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the container did not end with its main process")
-	}
-	raw, err := os.ReadFile(pids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := strings.Fields(string(raw))
-	if len(started) != 2 {
-		t.Fatalf("the command started %q, want two pids", started)
-	}
-	for _, pid := range started {
-		stat, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err == nil && !strings.Contains(string(stat), ") Z ") {
-			t.Fatalf("process %s of the ended container still runs: %s", pid, stat)
-		}
-	}
-}
-
-// Stopping the node stops every container and every process each started,
-// also those that left its session, and only those: another node's container
-// keeps running.
-func TestClosingTheNodeStopsEveryContainersProcesses(t *testing.T) {
-	dir := t.TempDir()
-	const containers = 40
-	script := `setsid sleep 300 & echo $! >> "$PIDS"; sleep 300 & echo $! >> "$PIDS"; exec sleep 300`
-	node := func(name string) (*shellManager, string) {
-		pids := filepath.Join(dir, name+".pids")
-		m := newShellManager(filepath.Join(dir, name), nil)
-		m.spec = func(containerKey) ([]string, []string) {
-			return []string{"/bin/sh", "-c", script}, []string{"PIDS=" + pids}
-		}
-		return m, pids
-	}
-	shells, pids := node("closed")
-	other, otherPids := node("other")
-	defer other.closeAll()
-	if _, err := other.get(containerKey{"ns", "kept", "c"}); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < containers; i++ {
-		if _, err := shells.get(containerKey{"ns", "p", "debug-" + strconv.Itoa(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	started := waitForPids(t, pids, 2*containers)
-	kept := waitForPids(t, otherPids, 2)
-	shells.closeAll()
-	for _, pid := range started {
-		if alive(pid) {
-			t.Fatalf("process %s of a stopped container still runs", pid)
-		}
-	}
-	for _, pid := range kept {
-		if !alive(pid) {
-			t.Fatalf("process %s of the other node's container was stopped with this node", pid)
-		}
-	}
-}
-
-// waitForPids waits until file lists n process ids, and returns them.
-func waitForPids(t *testing.T, file string, n int) []string {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		raw, _ := os.ReadFile(file)
-		pids := strings.Fields(string(raw))
-		if len(pids) >= n {
-			return pids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s lists %d of %d processes after 30 s", file, len(pids), n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// alive reports whether process pid runs (exists and is not a zombie).
-func alive(pid string) bool {
-	stat, err := os.ReadFile("/proc/" + pid + "/stat")
-	return err == nil && !strings.Contains(string(stat), ") Z ")
-}

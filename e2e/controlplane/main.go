@@ -41,9 +41,11 @@ type cliOptions struct {
 	keepData       bool
 	logFile        string
 	exitWithParent bool
+	debugImageDir  string
 }
 
 func main() {
+	runSubcommand()
 	var o cliOptions
 	flag.StringVar(&o.dataDir, "data-dir", "", "directory for etcd data, keys and certificates (required; removed on exit unless --keep-data)")
 	flag.StringVar(&o.kubeconfigDir, "kubeconfig-dir", "", "directory to write kubeconfigs, ca.crt and controlplane.json into (required)")
@@ -54,6 +56,7 @@ func main() {
 	flag.BoolVar(&o.keepData, "keep-data", false, "keep the data dir on exit")
 	flag.StringVar(&o.logFile, "log-file", "", "where component logs go (default: <kubeconfig-dir>/controlplane.log; '-' for stderr)")
 	flag.BoolVar(&o.exitWithParent, "exit-with-parent", false, "shut down when the parent process exits")
+	flag.StringVar(&o.debugImageDir, "debug-image-dir", defaultDebugImageDir(), "the debug image's files laid out as in the image (usr/local/bin/breakglass-supervisor, etc/breakglass/profile.sh), shown in every debug container; scripts/controlplane.sh build makes it beside the binary")
 	flag.Parse()
 	if o.dataDir == "" || o.kubeconfigDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: controlplane --data-dir D --kubeconfig-dir K [--port P] [--cluster-name N] [--trust-issuer-dir K1] [--keep-data]")
@@ -64,6 +67,20 @@ func main() {
 		fmt.Printf("FAILED %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
 		os.Exit(1)
 	}
+}
+
+// defaultDebugImageDir is the debug image's files the build script lays out
+// beside this binary (<binary>.image), if they are there.
+func defaultDebugImageDir() string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	dir := self + ".image"
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return dir
+	}
+	return ""
 }
 
 // readyInfo is printed after READY and written to controlplane.json.

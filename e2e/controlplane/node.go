@@ -320,26 +320,35 @@ func (s *nodeSim) forget(pod *corev1.Pod) {
 	}
 }
 
-// containerSpec is a debug container's own command (and the plain values of
-// its environment): an ephemeral container, or a copy pod's debug-* container.
-// Other containers run an interactive /bin/sh whatever their image, as before.
-func (s *nodeSim) containerSpec(key containerKey) ([]string, []string) {
+// containerSpec says how the node runs a container. A debug container (an
+// ephemeral container, or a copy pod's debug-* container) runs its own
+// command with the plain values of its environment and the debug image's
+// files, in its target's PID namespace if it names one; other containers run
+// an interactive /bin/sh whatever their image, as before. Every container of
+// a pod with shareProcessNamespace is in the pod's PID namespace.
+func (s *nodeSim) containerSpec(key containerKey) containerRun {
 	pod, err := s.podLister.Pods(key.Namespace).Get(key.Pod)
 	if err != nil {
-		return nil, nil
+		return containerRun{}
 	}
-	own := func(command, args []string, env []corev1.EnvVar) ([]string, []string) {
+	share := pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace
+	own := func(command, args []string, env []corev1.EnvVar) containerRun {
 		var vars []string
 		for _, e := range env {
 			if e.ValueFrom == nil {
 				vars = append(vars, e.Name+"="+e.Value)
 			}
 		}
-		return append(append([]string{}, command...), args...), vars
+		return containerRun{
+			argv: append(append([]string{}, command...), args...), env: vars,
+			sharePod: share, image: true,
+		}
 	}
 	for _, c := range pod.Spec.EphemeralContainers {
 		if c.Name == key.Container {
-			return own(c.Command, c.Args, c.Env)
+			run := own(c.Command, c.Args, c.Env)
+			run.target = c.TargetContainerName
+			return run
 		}
 	}
 	for _, c := range pod.Spec.Containers {
@@ -347,7 +356,7 @@ func (s *nodeSim) containerSpec(key containerKey) ([]string, []string) {
 			return own(c.Command, c.Args, c.Env)
 		}
 	}
-	return nil, nil
+	return containerRun{sharePod: share}
 }
 
 // containerExited is called by the shell manager when a container's shell
@@ -366,13 +375,26 @@ func (s *nodeSim) containerExited(key containerKey, code int) {
 	}
 	s.mu.Lock()
 	uc := uidContainer{pod.UID, key.Container}
-	if ephemeral {
+	if ephemeral || !restarts(pod.Spec.RestartPolicy, code) {
 		s.exited[uc] = int32(code)
 	} else {
 		s.restarts[uc]++
 	}
 	s.mu.Unlock()
 	s.queue.Add(key.Namespace + "/" + key.Pod)
+}
+
+// restarts reports whether a regular container that exited with code is
+// started again under the pod's restart policy (Always when unset).
+func restarts(policy corev1.RestartPolicy, code int) bool {
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return code != 0
+	default:
+		return true
+	}
 }
 
 func (s *nodeSim) podIP(uid types.UID) string {
@@ -495,6 +517,20 @@ func (s *nodeSim) desiredStatus(pod *corev1.Pod) *corev1.PodStatus {
 			cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now,
 				ContainerID: s.containerID(pod.UID, c.Name, restarts-1)}}
+		}
+		if code, ok := s.exited[uidContainer{pod.UID, c.Name}]; ok {
+			// Ended for good (restartPolicy Never, or OnFailure and it succeeded).
+			started := now
+			if prev != nil && prev.State.Running != nil {
+				started = prev.State.Running.StartedAt
+			}
+			reason := "Completed"
+			if code != 0 {
+				reason = "Error"
+			}
+			cs.Ready, cs.Started = false, ptr(false)
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: now, ContainerID: cs.ContainerID}}
 		}
 		keepTimes(prev, &cs)
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)

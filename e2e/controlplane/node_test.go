@@ -128,7 +128,7 @@ func TestAnEndedEphemeralContainerIsNotAttachable(t *testing.T) {
 		{Name: "debug-a", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}},
 		{Name: "debug-b", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
 	}}}
-	if !ephemeralTerminated(pod, "debug-a") || ephemeralTerminated(pod, "debug-b") || ephemeralTerminated(pod, "debug-c") {
+	if !endedForGood(pod, "debug-a") || endedForGood(pod, "debug-b") || endedForGood(pod, "debug-c") {
 		t.Error("only debug-a ended")
 	}
 }

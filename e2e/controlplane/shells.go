@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,11 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/creack/pty"
 	"k8s.io/client-go/tools/remotecommand"
@@ -35,6 +31,10 @@ type shell struct {
 	key    containerKey
 	cmd    *exec.Cmd
 	pty    *os.File
+	cgroup string // every process of this run of the container
+	// nsPid is a process of this machine in the container's PID namespace
+	// (the one a container that targets it joins).
+	nsPid  int
 	exited chan struct{} // closed when the main process exited and the rest of the container was stopped
 	done   chan struct{} // closed when the shell exited and its output is drained
 
@@ -44,7 +44,7 @@ type shell struct {
 	log      []byte // last logLimit bytes of output
 	exitCode int
 	// closing: the node stops every container at once (closeAll), so reap
-	// leaves the stopping to it rather than look through /proc again.
+	// leaves the stopping to it.
 	closing bool
 }
 
@@ -57,21 +57,67 @@ type subscriber struct {
 const logLimit = 64 << 10
 
 // shellManager owns every shell of the node, one per container, created on
-// first use (attach, exec into the container's directory, logs).
+// first use (attach, exec into the container's directory, logs), with a
+// runtime's process rules (runtime.go).
 type shellManager struct {
 	root   string // per-container working directories live under it
 	onExit func(key containerKey, exitCode int)
-	// spec gives a container's own command and environment (nil, or an empty
-	// command: an interactive /bin/sh).
-	spec func(key containerKey) (argv []string, env []string)
+	// spec says how a container runs (nil, or an empty command: an
+	// interactive /bin/sh in a PID namespace of its own).
+	spec func(key containerKey) containerRun
+	// image is the debug image's files (supervisor, profile), shown in the
+	// containers whose run asks for them; empty when the node has none.
+	image string
+	self  string // this binary, re-executed as a container's first process
+	cg    *cgroups
 
 	mu     sync.Mutex
 	shells map[containerKey]*shell
+	pauses map[podKey]*pauseProc
 	closed bool
 }
 
-func newShellManager(root string, onExit func(containerKey, int)) *shellManager {
-	return &shellManager{root: root, onExit: onExit, shells: map[containerKey]*shell{}}
+// containerRun is how the node runs one container.
+type containerRun struct {
+	argv []string // the container's command and arguments
+	env  []string // its environment's plain values
+	// target is the container whose PID namespace it joins (an ephemeral
+	// container's targetContainerName).
+	target string
+	// sharePod: the pod has one PID namespace (shareProcessNamespace).
+	sharePod bool
+	// image: a debug container, which runs the debug image's files.
+	image bool
+}
+
+// podKey names a pod on the node.
+type podKey struct{ Namespace, Pod string }
+
+// pauseProc is a pod's pause process, PID 1 of the pod's PID namespace.
+type pauseProc struct {
+	cmd    *exec.Cmd
+	cgroup string
+}
+
+// newShellManager makes the node's container runtime. It fails, saying why,
+// when this machine cannot keep a runtime's process rules.
+func newShellManager(root, bootID string, onExit func(containerKey, int)) (*shellManager, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cg, err := newCgroups(bootID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRuntime(cg); err != nil {
+		cg.close()
+		return nil, err
+	}
+	return &shellManager{
+		root: root, onExit: onExit, self: self, cg: cg,
+		shells: map[containerKey]*shell{}, pauses: map[podKey]*pauseProc{},
+	}, nil
 }
 
 func (m *shellManager) containerDir(key containerKey) (string, error) {
@@ -79,26 +125,34 @@ func (m *shellManager) containerDir(key containerKey) (string, error) {
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
-// markerEnv names, in every process of a simulated container, the container it
-// belongs to, so that the processes a container started are found and stopped
-// with it even when they left its session (setsid).
-const markerEnv = "BREAKGLASS_SIM_CONTAINER"
-
-func (m *shellManager) env(dir string, key containerKey) []string {
+func (m *shellManager) env(dir string) []string {
 	return []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" + dir,
 		"TERM=xterm",
 		"PS1=$ ",
 		"LANG=C.UTF-8",
-		markerEnv + "=" + key.String(),
 	}
+}
+
+// imageEnv is the debug image's own environment (debug-image/Dockerfile,
+// ENV), which a runtime puts before the container's: HOME stays the
+// container's directory here, as /home/debug is the image's.
+var imageEnv = []string{
+	"ENV=/etc/breakglass/profile.sh",
+	"TERM=xterm-256color",
 }
 
 // get returns the running shell of a container, starting it if needed.
 func (m *shellManager) get(key containerKey) (*shell, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.getLocked(key, 0)
+}
+
+// getLocked is get with m.mu held; depth guards against a target chain that
+// loops.
+func (m *shellManager) getLocked(key containerKey, depth int) (*shell, error) {
 	if m.closed {
 		return nil, errors.New("node is shutting down")
 	}
@@ -109,27 +163,66 @@ func (m *shellManager) get(key containerKey) (*shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	argv, env := []string{"/bin/sh"}, m.env(dir, key)
+	run := containerRun{argv: []string{"/bin/sh"}}
 	if m.spec != nil {
-		own, ownEnv := m.spec(key)
-		if len(own) > 0 {
-			argv = own
+		run = m.spec(key)
+		if len(run.argv) == 0 {
+			run.argv = []string{"/bin/sh"}
 		}
-		env = append(env, ownEnv...)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	env := m.env(dir)
+	initArgs := []string{"--proc", "--dir", dir}
+	if run.image {
+		if m.image == "" {
+			return nil, fmt.Errorf("start %s: the node has no debug image files (build them with scripts/controlplane.sh build, or give --debug-image-dir)", key)
+		}
+		env = append(env, imageEnv...)
+		initArgs = append(initArgs, "--image", m.image)
+	}
+	env = append(env, run.env...)
+	join := 0
+	switch {
+	case run.target != "" && run.target != key.Container && depth < 2:
+		target, err := m.getLocked(containerKey{key.Namespace, key.Pod, run.target}, depth+1)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: its target container: %w", key, err)
+		}
+		join = target.nsPid
+	case run.target != "":
+		return nil, fmt.Errorf("start %s: target container %q cannot be its own or loop", key, run.target)
+	case run.sharePod:
+		p, err := m.podPause(podKey{key.Namespace, key.Pod})
+		if err != nil {
+			return nil, err
+		}
+		join = p.cmd.Process.Pid
+	}
+	cgroup, err := m.cg.make(key.String())
+	if err != nil {
+		return nil, err
+	}
+	cgfd, err := syscall.Open(cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		killCgroup(cgroup)
+		return nil, err
+	}
+	defer syscall.Close(cgfd)
+	cmd := containerCommand(m.self, join, append(append(initArgs, "--"), run.argv...))
 	cmd.Dir = dir
 	cmd.Env = env
-	// Setsid+Setctty are set by pty.Start; Pdeathsig keeps shells from
-	// outliving this process if it is killed hard.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL}
-	f, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: 24, Cols: 80}, cmd.SysProcAttr)
+	attrs := containerAttrs(join, cgfd)
+	f, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: 24, Cols: 80}, attrs)
 	if err != nil {
+		killCgroup(cgroup)
 		return nil, fmt.Errorf("start shell for %s: %w", key, err)
 	}
-	sh := &shell{key: key, cmd: cmd, pty: f, exited: make(chan struct{}), done: make(chan struct{}), subs: map[int]*subscriber{}}
+	nsPid := join
+	if join == 0 {
+		nsPid = cmd.Process.Pid
+	}
+	sh := &shell{key: key, cmd: cmd, pty: f, cgroup: cgroup, nsPid: nsPid, exited: make(chan struct{}), done: make(chan struct{}), subs: map[int]*subscriber{}}
 	m.shells[key] = sh
-	klog.V(2).InfoS("started container shell", "container", key.String(), "pid", cmd.Process.Pid)
+	klog.V(2).InfoS("started container shell", "container", key.String(), "pid", cmd.Process.Pid, "joined", join)
 	go sh.reap()
 	go sh.pump()
 	go func() {
@@ -146,6 +239,37 @@ func (m *shellManager) get(key containerKey) (*shell, error) {
 	return sh, nil
 }
 
+// podPause returns the pause process of a pod that shares one PID
+// namespace, starting it if needed. Called with m.mu held.
+func (m *shellManager) podPause(pod podKey) (*pauseProc, error) {
+	if p, ok := m.pauses[pod]; ok {
+		return p, nil
+	}
+	cgroup, err := m.cg.make(pod.Namespace + "_" + pod.Pod + "_pause")
+	if err != nil {
+		return nil, err
+	}
+	cgfd, err := syscall.Open(cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		killCgroup(cgroup)
+		return nil, err
+	}
+	defer syscall.Close(cgfd)
+	cmd := exec.Command(m.self, pauseCommand)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setsid: true, Cloneflags: syscall.CLONE_NEWPID,
+		UseCgroupFD: true, CgroupFD: cgfd, Pdeathsig: syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		killCgroup(cgroup)
+		return nil, fmt.Errorf("start the pause process of %s/%s: %w", pod.Namespace, pod.Pod, err)
+	}
+	go func() { _ = cmd.Wait() }()
+	p := &pauseProc{cmd: cmd, cgroup: cgroup}
+	m.pauses[pod] = p
+	return p, nil
+}
+
 // running reports whether a container's shell exists.
 func (m *shellManager) lookup(key containerKey) *shell {
 	m.mu.Lock()
@@ -153,7 +277,8 @@ func (m *shellManager) lookup(key containerKey) *shell {
 	return m.shells[key]
 }
 
-// killPod ends every shell of a pod (the pod is being deleted).
+// killPod ends every shell of a pod (the pod is being deleted), and its
+// pause process.
 func (m *shellManager) killPod(namespace, pod string) {
 	m.mu.Lock()
 	var victims []*shell
@@ -162,44 +287,40 @@ func (m *shellManager) killPod(namespace, pod string) {
 			victims = append(victims, sh)
 		}
 	}
+	p := m.pauses[podKey{namespace, pod}]
+	delete(m.pauses, podKey{namespace, pod})
 	m.mu.Unlock()
 	for _, sh := range victims {
 		sh.kill()
 	}
+	if p != nil {
+		killCgroup(p.cgroup)
+	}
 }
 
-// closeAll kills every shell and refuses new ones. The containers are
-// stopped together, with one look through /proc a round: one look per
-// container took minutes at a few thousand containers (each look reads every
-// process's stat and environment), longer than the test harness waits before
-// it kills this process, which left the containers' processes running.
+// closeAll kills every container and refuses new ones: one write kills every
+// process of every container the node ran (its cgroup and those below).
 func (m *shellManager) closeAll() {
 	m.mu.Lock()
 	m.closed = true
-	containers := map[int]containerKey{}
 	for _, sh := range m.shells {
 		sh.mu.Lock()
 		sh.closing = true
 		sh.mu.Unlock()
-		if sh.cmd.Process != nil {
-			containers[sh.cmd.Process.Pid] = sh.key
-		}
 	}
 	m.mu.Unlock()
-	stopContainers(containers)
+	m.cg.close()
 }
 
 // kill stops the container: its main process and everything it started.
 func (sh *shell) kill() {
-	if sh.cmd.Process != nil {
-		stopContainer(sh.cmd.Process.Pid, sh.key)
-	}
+	killCgroup(sh.cgroup)
 }
 
 // reap waits for the container's main process; once it is gone, the rest of
 // the container goes too, as a runtime stops every process of a container
-// whose main process exited (its cgroup): a job left in the background does
-// not outlive the container here either.
+// whose main process exited (its cgroup): a job left in the background, or
+// one that left the session, does not outlive the container here either.
 func (sh *shell) reap() {
 	err := sh.cmd.Wait()
 	code := 0
@@ -215,87 +336,9 @@ func (sh *shell) reap() {
 	closing := sh.closing
 	sh.mu.Unlock()
 	if !closing {
-		stopContainer(sh.cmd.Process.Pid, sh.key)
+		killCgroup(sh.cgroup)
 	}
 	close(sh.exited)
-}
-
-// stopContainer kills every process of the container whose main process is
-// (or was) sid: those in its session, and those carrying its marker.
-func stopContainer(sid int, key containerKey) {
-	stopContainers(map[int]containerKey{sid: key})
-}
-
-// stopContainers kills every process of the given containers (main process
-// id to container): those in a container's session, and those carrying a
-// container's marker.
-func stopContainers(containers map[int]containerKey) {
-	if len(containers) == 0 {
-		return
-	}
-	markers := make(map[string]bool, len(containers))
-	for _, key := range containers {
-		markers[key.String()] = true
-	}
-	for round := 0; round < 50; round++ {
-		victims := containerProcs(containers, markers)
-		if len(victims) == 0 {
-			return
-		}
-		for _, pid := range victims {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	klog.InfoS("processes of stopped containers kept running", "containers", len(containers))
-}
-
-// containerProcs lists the live (not zombie) processes in one of the sessions
-// of containers, or whose environment marks them as one of markers'.
-func containerProcs(containers map[int]containerKey, markers map[string]bool) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
-	prefix := []byte(markerEnv + "=")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session ...; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) < 4 || fields[0] == "Z" {
-			continue
-		}
-		if s, err := strconv.Atoi(fields[3]); err == nil {
-			if _, ok := containers[s]; ok {
-				out = append(out, pid)
-				continue
-			}
-		}
-		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, v := range bytes.Split(environ, []byte{0}) {
-			if bytes.HasPrefix(v, prefix) && markers[string(v[len(prefix):])] {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
 }
 
 func (sh *shell) pump() {
@@ -316,7 +359,7 @@ func (sh *shell) pump() {
 	sh.mu.Lock()
 	code := sh.exitCode
 	sh.mu.Unlock()
-	klog.V(2).InfoS("container shell exited", "container", sh.key.String(), "exitCode", code)
+	klog.InfoS("container shell exited", "container", sh.key.String(), "exitCode", code)
 	close(sh.done)
 }
 
@@ -428,7 +471,7 @@ func (m *shellManager) exec(ctx context.Context, key containerKey, argv []string
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = m.env(dir, key)
+	cmd.Env = m.env(dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 
 	if tty {

@@ -1,0 +1,3 @@
+module breakglass/debug-image/supervisor
+
+go 1.23
