@@ -86,9 +86,9 @@ pub const MAX_COLS: u16 = 1000;
 /// See [`MAX_COLS`].
 pub const MAX_ROWS: u16 = 1000;
 
-/// The terminal size (columns, rows) that asks a debug container to end: its entrypoint
-/// watches for it, and the server sets it through the attach when a session ends. Never a
-/// size a person's terminal sends (see [`person_size`]).
+/// The terminal size (columns, rows) that asks a debug container to end: its supervisor
+/// (`debug-image/supervisor`) watches for it, and the server sets it through the attach when
+/// a session ends. Never a size a person's terminal sends (see [`person_size`]).
 pub const END_SIZE: (u16, u16) = (1, 1);
 
 /// A size a person's terminal asked for, as the pod gets it: at least 2x2, so that it is

@@ -55,15 +55,14 @@ impl Clusters {
     }
 }
 
-/// How long the cleanup waits for a debug container asked to stop: the resize wakes its
-/// entrypoint at once, or its own look finds it within
-/// [`super::objects::WATCH_EVERY_SECONDS`] when a command held the foreground.
+/// How long the cleanup waits for a debug container asked to stop: its supervisor looks at the
+/// terminal's size four times a second, and the pod's status follows once the node saw the
+/// container end.
 const STOP_WAIT: Duration = Duration::from_secs(15);
-const _: () = assert!(STOP_WAIT.as_secs() >= 2 * super::objects::WATCH_EVERY_SECONDS);
 
 impl Clusters {
     /// Stops the debug container of a pod that stays: Kubernetes cannot remove an ephemeral
-    /// container, but the container ends, and every process in it, when its entrypoint sees
+    /// container, but the container ends, and every process in it, when its supervisor sees
     /// the terminal at [`END_SIZE`] (set here through an attach of its own). Waits, bounded,
     /// for the pod's status to say so; either outcome goes on the audit trail, and a failure
     /// does not stop the rest of the cleanup.

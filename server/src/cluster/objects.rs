@@ -119,7 +119,7 @@ fn debug_security_context(process_access: bool) -> SecurityContext {
 }
 
 /// The env var with the session's deadline (Unix seconds), at which the debug container's
-/// entrypoint ends it.
+/// supervisor ends it.
 pub const DEADLINE_ENV: &str = "BREAKGLASS_DEADLINE";
 
 /// How long after its time box a debug container ends by itself: the box starts once the
@@ -127,49 +127,21 @@ pub const DEADLINE_ENV: &str = "BREAKGLASS_DEADLINE";
 /// at the box's end; this is the backstop for when the server cannot.
 const DEADLINE_GRACE_SECONDS: i64 = 60;
 
-/// What a debug container runs (`/bin/sh -c` this, in the debug image and on the test node
-/// alike). The interactive shell is the container's main process, so the container ends when
-/// it does; beside it, a watcher ends it at the session's deadline, or as soon as the
-/// terminal's size is [`breakglass_shared::terminal::END_SIZE`] (the server sets it through
-/// the attach when the session ends). Kubernetes then stops every process left in the
-/// container, so nothing started during the session outlives it. The watcher is a
-/// safeguard against what is left running by accident, not against a person who means to
-/// stay (they could stop it): against that, the session page says what remains, and the tier
-/// allows a recycle.
-///
-/// The watcher is woken by the resize itself: it shares the main shell's process group, which
-/// is the terminal's foreground group while the shell waits at its prompt, so the kernel's
-/// `SIGWINCH` for the new size reaches it at once. While a command runs in the foreground the
-/// signal goes to that command's group instead, and the watcher's own look every
-/// [`WATCH_EVERY_SECONDS`] finds the size. Each look costs two short processes (`sleep`,
-/// `stty`); looking every second cost a node two process starts a second per debug container,
-/// which at a thousand open sessions was most of a two-core machine (BENCHMARKS.md, "Three
-/// replicas"). The clock is read once, and again only after a wake-up cut a wait short.
-// The watcher's copy of the terminal is made before it is started: a shell gives a job in the
-// background /dev/null as its input before any redirection of the job's own.
-pub const DEBUG_ENTRYPOINT: &str = r#"exec 3<&0
-(
-  trap : WINCH
-  left=$(( ${BREAKGLASS_DEADLINE:-0} - $(date +%s) ))
-  while [ "$left" -gt 0 ] && [ "$(stty size <&3 2>/dev/null)" != "1 1" ]; do
-    sleep 5 & nap=$!
-    if wait "$nap"; then
-      left=$((left - 5))
-    else
-      kill "$nap"
-      left=$(( ${BREAKGLASS_DEADLINE:-0} - $(date +%s) ))
-    fi
-  done
-  kill -KILL $$
-) </dev/null >/dev/null 2>&1 &
-exec /bin/sh -i 3<&-"#;
-
-/// How often the debug container's watcher looks at the terminal's size when no resize woke
-/// it (the `sleep` in [`DEBUG_ENTRYPOINT`]).
-pub const WATCH_EVERY_SECONDS: u64 = 5;
+/// What a debug container runs: the debug image's supervisor (`debug-image/supervisor`), the
+/// container's main process, which starts the interactive shell on the container's terminal and
+/// ends the container, so the runtime stops every process in it, when the terminal's size is
+/// [`breakglass_shared::terminal::END_SIZE`] (the server sets it through the attach when the
+/// session ends), at the deadline in [`DEADLINE_ENV`], on the runtime's SIGTERM, or when the
+/// shell exits. Not the shell itself: in a PID namespace of its own the main process is PID 1,
+/// and the kernel drops a signal sent to PID 1 from inside that it has no handler for, so a
+/// shell there could not be ended from beside it; and a watcher beside the shell would be a
+/// process of the person's, which they could stop. The supervisor catches and ignores what a
+/// person can send it, and looks at the terminal's size four times a second (an ioctl, no
+/// process started).
+pub const DEBUG_SUPERVISOR: &str = "/usr/local/bin/breakglass-supervisor";
 
 fn debug_command() -> Option<Vec<String>> {
-    Some(vec!["/bin/sh".into(), "-c".into(), DEBUG_ENTRYPOINT.into()])
+    Some(vec![DEBUG_SUPERVISOR.into()])
 }
 
 /// The env vars of the debug container: the session (which the policies match against the
@@ -382,15 +354,16 @@ pub(crate) mod tests {
     use super::*;
 
     #[test]
-    fn the_entrypoint_ends_at_the_end_size_the_server_sets() {
-        let (cols, rows) = breakglass_shared::terminal::END_SIZE;
-        // `stty size` says rows, then columns.
-        assert!(DEBUG_ENTRYPOINT.contains(&format!("!= \"{rows} {cols}\"")));
-        assert!(DEBUG_ENTRYPOINT.contains(DEADLINE_ENV));
-        // The watcher's own look comes every WATCH_EVERY_SECONDS, and counts them off the
-        // time left.
-        assert!(DEBUG_ENTRYPOINT.contains(&format!("sleep {WATCH_EVERY_SECONDS} &")));
-        assert!(DEBUG_ENTRYPOINT.contains(&format!("left - {WATCH_EVERY_SECONDS})")));
+    fn the_debug_container_runs_the_images_supervisor() {
+        let s = session(Tier::Ground, Mode::Live);
+        let c = ephemeral_container(&s, "img");
+        assert_eq!(c.command, Some(vec![DEBUG_SUPERVISOR.to_string()]));
+        assert!(c.args.is_none());
+        let env = c.env.unwrap_or_default();
+        assert!(env.iter().any(|e| e.name == DEADLINE_ENV), "{env:?}");
+        // The image's Dockerfile installs it there and makes it the entrypoint.
+        let dockerfile = include_str!("../../../debug-image/Dockerfile");
+        assert!(dockerfile.contains(&format!("ENTRYPOINT [\"{DEBUG_SUPERVISOR}\"]")));
     }
     use breakglass_shared::session::NewSession;
     use breakglass_shared::Mode;
