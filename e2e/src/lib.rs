@@ -41,6 +41,7 @@ pub mod hydra;
 mod namespace;
 pub mod oauth2_proxy;
 pub mod postgres;
+pub mod procs;
 pub mod receivers;
 pub mod s3;
 pub mod server;

@@ -5,10 +5,10 @@
 use super::*;
 
 /// Starts two background processes in the session's shell, one of them deaf to hangups, and
-/// returns their process ids (the test node runs each container as processes of this machine).
+/// returns their process ids as this machine numbers them (the test node runs each container
+/// in a PID namespace of its own: the shell says which, and the numbers it has there).
 pub(crate) async fn start_background(server: &ServerProcess, ws: &mut Ws) -> Vec<u32> {
-    let keys =
-        b"sleep 600 & a=$!; nohup sleep 601 >/dev/null 2>&1 & echo \"pids $a $! end$((6*7))\"\r";
+    let keys = b"sleep 600 & a=$!; nohup sleep 601 >/dev/null 2>&1 & echo \"pids $(readlink /proc/self/ns/pid) $a $! end$((6*7))\"\r";
     ws.send(Message::Binary(Frame::Data(keys).encode().into()))
         .await
         .unwrap();
@@ -18,27 +18,32 @@ pub(crate) async fn start_background(server: &ServerProcess, ws: &mut Ws) -> Vec
         "{closed:?} {seen:?}\n{}",
         server.log_text()
     );
-    // The echo of the command line says `pids $a $!`; the output has the numbers.
-    // The shell may print its prompt first on the same line.
+    // The echo of the command line says `pids $(readlink ...) $a $!`; the output has the
+    // namespace and the numbers. The shell may print its prompt first on the same line.
     let line = seen
         .split(['\r', '\n'])
-        .filter_map(|l| l.rsplit_once("pids ").map(|(_, rest)| rest))
+        .filter_map(|l| l.rsplit_once("pids pid:").map(|(_, rest)| rest))
         .find(|rest| rest.ends_with("end42"))
         .unwrap_or_else(|| panic!("no pids in {seen:?}"));
-    let pids: Vec<u32> = line
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect();
+    let pids = host_pids(line);
     assert_eq!(pids.len(), 2, "{line:?}");
-    for pid in &pids {
-        assert!(alive(*pid), "process {pid} did not start");
-    }
     pids
 }
 
-/// Whether process `pid` runs (a zombie does not).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+/// `NS PID... end42` as the shell printed it (NS without its `pid:`): the processes' numbers
+/// on this machine, each checked to run.
+fn host_pids(line: &str) -> Vec<u32> {
+    let mut words = line.split_whitespace();
+    let ns = format!("pid:{}", words.next().unwrap_or_default());
+    let pids: Vec<u32> = words
+        .filter_map(|w| w.parse().ok())
+        .map(|pid| {
+            breakglass_e2e::procs::host_pid(&ns, pid)
+                .unwrap_or_else(|| panic!("no process {pid} runs in {ns} ({line:?})"))
+        })
+        .collect();
+    assert!(!pids.is_empty(), "{line:?}");
+    pids
 }
 
 /// Waits until the pod's status says session `id`'s debug container terminated, then checks
@@ -88,7 +93,7 @@ pub(crate) async fn assert_debug_container_stopped(
     }
     for pid in pids {
         assert!(
-            !alive(*pid),
+            !breakglass_e2e::procs::alive(*pid),
             "process {pid}, started in the session, outlived it"
         );
     }
@@ -111,25 +116,26 @@ async fn ending_a_session_stops_its_debug_container_and_its_background_processes
 }
 
 /// End stops the debug container while a command holds the terminal's foreground: the resize
-/// that asks the container to end then wakes that command, not the entrypoint's watcher, which
-/// finds the size on its own next look.
+/// that asks the container to end then reaches that command, not the supervisor, which finds
+/// the size on its own next look.
 #[tokio::test]
 async fn ending_a_session_stops_its_debug_container_with_a_command_in_the_foreground() {
     let (server, alice, id, _dir, ns) = setup().await;
     let mut ws = connect(&server, &alice, &id).await;
     // The command prints its own process id, then becomes a long sleep in the foreground.
-    let keys = b"sh -c 'echo \"pid $$ end$((6*7))\"; exec sleep 602'\r";
+    let keys =
+        b"sh -c 'echo \"pid $(readlink /proc/self/ns/pid) $$ end$((6*7))\"; exec sleep 602'\r";
     ws.send(Message::Binary(Frame::Data(keys).encode().into()))
         .await
         .unwrap();
     let (seen, closed) = read_until(&mut ws, "end42").await;
     assert!(closed.is_none(), "{closed:?} {seen:?}");
-    let pid: u32 = seen
+    let line = seen
         .split(['\r', '\n'])
-        .filter_map(|l| l.rsplit_once("pid ").map(|(_, rest)| rest))
-        .find_map(|rest| rest.strip_suffix(" end42")?.parse().ok())
+        .filter_map(|l| l.rsplit_once("pid pid:").map(|(_, rest)| rest))
+        .find(|rest| rest.ends_with("end42"))
         .unwrap_or_else(|| panic!("no pid in {seen:?}"));
-    assert!(alive(pid), "the foreground command {pid} did not start");
+    let pid = host_pids(line)[0];
     end_and_wait(&alice, &id).await;
     assert_debug_container_stopped(&server, &alice, &ns, &id, &[pid]).await;
 }
