@@ -292,7 +292,10 @@ mod relay;
 mod replicas;
 mod restarts;
 mod revocation;
+#[path = "../rig/mod.rs"]
+mod rig;
 mod search;
+mod staying;
 mod store_failures;
 mod watching;
 mod watching_replicas;

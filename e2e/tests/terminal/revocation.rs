@@ -45,9 +45,29 @@ async fn ending_a_login_closes_its_open_terminal_within_two_seconds() {
     let mut ws = connect(&server, &alice, &id).await;
     type_and_see(&server, &mut ws, b"echo here-$((6*7))\r", "here-42").await;
 
-    cli(
+    // Ending sessions needs a reason for their history; refused, it changes nothing.
+    let said = cli_refused(
+        &dir,
+        &[
+            "logins",
+            "revoke",
+            "--user",
+            "alice",
+            "--end-sessions",
+            "--reason",
+            " ",
+        ],
+    );
+    assert!(said.contains("--reason"), "{said}");
+    type_and_see(&server, &mut ws, b"echo still-$((6*7))\r", "still-42").await;
+    let said = cli(
         &dir,
         &["logins", "revoke", "--user", "alice", "--by", "security"],
+    );
+    // The session stays theirs, and the command says so.
+    assert!(
+        said.contains("1 session(s) of alice still run") && said.contains("--end-sessions"),
+        "{said}"
     );
     let revoked = tokio::time::Instant::now();
     let (code, reason) = closed_with(&mut ws).await;

@@ -10,7 +10,9 @@ use breakglass_shared::names;
 use uuid::Uuid;
 
 use crate::config::{Config, ServeArgs};
-use crate::store::LoginSelector;
+use breakglass_shared::SessionState;
+
+use crate::store::{ListFilter, LoginSelector};
 
 /// `breakglass-server logins ...`
 #[derive(Debug, clap::Subcommand)]
@@ -35,6 +37,14 @@ pub enum LoginsCommand {
         /// Who is ending them (shown in the login record).
         #[arg(long, default_value = "administrator")]
         by: String,
+        /// Also end every session of --user that is running or about to (its terminal closes,
+        /// its debug container is stopped and its grant removed by the running server).
+        /// Without it the sessions stay theirs, and signing in again opens them.
+        #[arg(long, requires_all = ["user", "reason"])]
+        end_sessions: bool,
+        /// Why the sessions are ended (kept in each one's history); with --end-sessions.
+        #[arg(long, requires = "end_sessions")]
+        reason: Option<String>,
         /// The server's configuration (database, name rules).
         #[command(flatten)]
         serve: ServeArgs,
@@ -47,7 +57,7 @@ pub fn main(cmd: LoginsCommand) -> ExitCode {
         LoginsCommand::List { serve, .. } | LoginsCommand::Revoke { serve, .. } => serve.clone(),
     };
     super::with_store(&serve, |config, store| async move {
-        run(&config, store, cmd).await
+        run(config, store, cmd).await
     })
 }
 
@@ -57,14 +67,14 @@ fn user_name(config: &Config, raw: &str) -> anyhow::Result<String> {
 }
 
 async fn run(
-    config: &Config,
+    config: Config,
     store: std::sync::Arc<dyn crate::store::Store>,
     cmd: LoginsCommand,
 ) -> anyhow::Result<String> {
     let now = time::OffsetDateTime::now_utc();
     match cmd {
         LoginsCommand::List { user, .. } => {
-            let user = user.map(|u| user_name(config, &u)).transpose()?;
+            let user = user.map(|u| user_name(&config, &u)).transpose()?;
             let logins = store.live_logins(user.as_deref(), now).await?;
             let mut out = String::new();
             for l in &logins {
@@ -80,14 +90,76 @@ async fn run(
             out.push_str(&format!("{} live login(s)\n", logins.len()));
             Ok(out)
         }
-        LoginsCommand::Revoke { user, id, by, .. } => {
-            let which = match (user, id) {
-                (Some(u), _) => LoginSelector::User(user_name(config, &u)?),
+        LoginsCommand::Revoke {
+            user,
+            id,
+            by,
+            end_sessions,
+            reason,
+            ..
+        } => {
+            let user = user.map(|u| user_name(&config, &u)).transpose()?;
+            let which = match (&user, id) {
+                (Some(u), _) => LoginSelector::User(u.clone()),
                 (None, Some(id)) => LoginSelector::Id(id),
                 (None, None) => anyhow::bail!("name --user or --id"),
             };
+            let reason = reason.as_deref().map(str::trim).unwrap_or_default();
+            if end_sessions && reason.is_empty() {
+                anyhow::bail!(
+                    "--reason: say why their sessions are ended (it is kept in each one's history)"
+                );
+            }
             let n = store.revoke_logins(&which, &by, now).await?;
-            Ok(format!("ended {n} login(s)\n"))
+            let mut out = format!("ended {n} login(s)\n");
+            let Some(user) = user else {
+                return Ok(out);
+            };
+            let running = store
+                .list(&ListFilter {
+                    requester: Some(user.clone()),
+                    in_progress: true,
+                    limit: 1000,
+                    ..Default::default()
+                })
+                .await?;
+            let running: Vec<_> = running
+                .into_iter()
+                .filter(|s| s.state != SessionState::Ending)
+                .collect();
+            if !end_sessions {
+                if !running.is_empty() {
+                    out.push_str(&format!(
+                        "{} session(s) of {user} still run and stay theirs (signing in again opens them); --end-sessions --reason R ends them\n",
+                        running.len()
+                    ));
+                }
+                return Ok(out);
+            }
+            let config = std::sync::Arc::new(config);
+            let mut failed = 0;
+            for s in &running {
+                match crate::lifecycle::operator::end(store.as_ref(), config.clone(), s.id, &by, reason)
+                    .await
+                {
+                    Ok(_) => out.push_str(&format!(
+                        "session {} ({}/{}) is ending: ended by {by} from the command line: {reason}\n",
+                        s.id, s.environment, s.pod
+                    )),
+                    Err(e) => {
+                        failed += 1;
+                        out.push_str(&format!("session {} could not be ended: {e}\n", s.id));
+                    }
+                }
+            }
+            if failed > 0 {
+                anyhow::bail!("{out}{failed} session(s) of {user} could not be ended; end each with `sessions end`");
+            }
+            out.push_str(&format!(
+                "{} session(s) of {user} ended; the running server removes what each left in its cluster\n",
+                running.len()
+            ));
+            Ok(out)
         }
     }
 }
