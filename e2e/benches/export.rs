@@ -45,7 +45,10 @@ fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
             reason: "use the runbook first".into(),
         }
     } else {
-        SessionEvent::End { by: by(&requester) }
+        SessionEvent::End {
+            by: by(&requester),
+            recycle: false,
+        }
     };
     let next = first.apply(&event, created).unwrap();
     let draft = |actor: &str, kind: &str, detail| EventDraft {

@@ -376,7 +376,7 @@ fn ended(first: Session, r: RecordingRef, now: OffsetDateTime) -> Vec<(Session, 
         SessionEvent::BeginActivation,
         SessionEvent::Progress(Progress::RecordingStored(r)),
         SessionEvent::Activated,
-        SessionEvent::End { by },
+        SessionEvent::End { by, recycle: false },
         SessionEvent::CleanupDone,
     ] {
         let next = h.last().unwrap().0.apply(&e, now).unwrap();

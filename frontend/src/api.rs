@@ -38,8 +38,8 @@ pub use recordings::{
     verify_recording,
 };
 pub use sessions::{
-    act, approve_extension, create_session, deny, deny_extension, extend, list_sessions, review,
-    session, Action,
+    act, approve_extension, create_session, deny, deny_extension, end_recycling, extend,
+    list_sessions, review, session, Action,
 };
 pub use step_up::{add_key, confirm, keys, remove_key};
 pub use terminal::{open_terminal, open_watch};

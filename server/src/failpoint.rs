@@ -127,8 +127,10 @@ impl Failpoint {
             CleanupStep::CopyDeleted { .. } => Failpoint::CopyDeleted,
             CleanupStep::PodRecycled { .. } => Failpoint::PodRecycled,
             CleanupStep::PodKept { .. } => Failpoint::PodKept,
+            // Said of the kept pod once its debug container's stop is settled.
             CleanupStep::DebugContainerStopped { .. }
-            | CleanupStep::DebugContainerLeftRunning { .. } => Failpoint::DebugStopped,
+            | CleanupStep::DebugContainerLeftRunning { .. }
+            | CleanupStep::ProcessAccessKept { .. } => Failpoint::DebugStopped,
             CleanupStep::AnnotationRemoved => Failpoint::AnnotationRemoved,
             CleanupStep::GrantDeleted { .. } => Failpoint::GrantDeleted,
         }

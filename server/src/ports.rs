@@ -165,6 +165,15 @@ pub enum CleanupStep {
         /// What went wrong.
         why: String,
     },
+    /// The pod was kept after a session with process access to one of its containers: a
+    /// process that container was made to start through it (a debugger's, say) is that
+    /// container's, outlives the debug container, and stays until the pod is replaced.
+    ProcessAccessKept {
+        /// Pod name.
+        pod: String,
+        /// The container the session had process access to.
+        container: String,
+    },
     /// The process-access annotation was removed from the pod.
     AnnotationRemoved,
     /// The grant RoleBinding was deleted.
@@ -178,7 +187,10 @@ impl CleanupStep {
     /// Whether the step leaves something the session created running in the cluster, so that
     /// nobody may be told the cluster is clean.
     pub fn leaves_something(&self) -> bool {
-        matches!(self, CleanupStep::DebugContainerLeftRunning { .. })
+        matches!(
+            self,
+            CleanupStep::DebugContainerLeftRunning { .. } | CleanupStep::ProcessAccessKept { .. }
+        )
     }
 }
 
@@ -202,6 +214,10 @@ impl fmt::Display for CleanupStep {
             CleanupStep::DebugContainerLeftRunning { container, why } => {
                 write!(f, "debug container {container} still runs: {why}")
             }
+            CleanupStep::ProcessAccessKept { pod, container } => write!(
+                f,
+                "anything container {container} was made to start through process access runs on in pod {pod} until the pod is replaced (recycling at End replaces it where the tier allows)"
+            ),
             CleanupStep::AnnotationRemoved => f.write_str("removed the process-access annotation"),
             CleanupStep::GrantDeleted { name } => write!(f, "deleted grant {name}"),
         }

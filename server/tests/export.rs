@@ -238,6 +238,7 @@ fn histories(now: time::OffsetDateTime) -> Vec<Vec<(Session, EventDraft)>> {
             Tier::Ground,
             vec![SessionEvent::End {
                 by: person("alice"),
+                recycle: false,
             }],
         ),
     ];

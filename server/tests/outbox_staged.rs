@@ -57,6 +57,7 @@ async fn end(
             name: "alice".into(),
             permissions: PermissionSet::ALL,
         },
+        recycle: false,
     };
     let next = s.apply(&e, now).unwrap();
     let ev = EventDraft {

@@ -117,6 +117,7 @@ async fn ended(s: &TestServer, requester: &str, env: &str, cast: Option<Vec<u8>>
         SessionEvent::Activated,
         SessionEvent::End {
             by: person(requester),
+            recycle: false,
         },
         SessionEvent::CleanupDone,
     ]);

@@ -74,7 +74,10 @@ fn history(i: usize, now: OffsetDateTime) -> Vec<(Session, EventDraft)> {
             by: by("bob"),
             reason: "use the runbook first".into(),
         }],
-        (false, _) => vec![SessionEvent::End { by: by(&requester) }],
+        (false, _) => vec![SessionEvent::End {
+            by: by(&requester),
+            recycle: false,
+        }],
     };
     let mut h = vec![(first, create)];
     for e in events {

@@ -474,7 +474,10 @@ mod tests {
                                 reason: "no".into(),
                             },
                             SessionEvent::BreakGlass { by: by.clone() },
-                            SessionEvent::End { by: by.clone() },
+                            SessionEvent::End {
+                                by: by.clone(),
+                                recycle: false,
+                            },
                             SessionEvent::Terminate { by },
                         ];
                         for event in events {

@@ -121,6 +121,19 @@ impl CreateSessionRequest {
 }
 
 /// `POST /sessions/{id}/deny`.
+/// Body of `POST /sessions/{id}/end`, which may also come without one (then nothing is
+/// recycled).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EndRequest {
+    /// Recycle the debugged pod at the end by the recycle rule (live mode, on Ground): what the
+    /// session left in the pod that outlives its debug container (a process started in the
+    /// app's namespace through process access) goes with it.
+    #[serde(default)]
+    pub recycle: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 // A typo (`duration` for `duration_minutes`) must not silently become a default.

@@ -341,7 +341,13 @@ mod tests {
         let expired = run(&s, SessionEvent::Expire);
         assert_eq!(notices_of(Some(&s), &expired), vec![NoticeKind::Expired]);
         let alice = user("alice", PermissionSet::NONE);
-        let withdrawn = run(&s, SessionEvent::End { by: alice });
+        let withdrawn = run(
+            &s,
+            SessionEvent::End {
+                by: alice,
+                recycle: false,
+            },
+        );
         assert_eq!(
             notices_of(Some(&s), &withdrawn),
             vec![NoticeKind::Withdrawn]

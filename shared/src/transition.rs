@@ -10,6 +10,7 @@ use crate::session::{
     EndReason, Extension, ExtensionAsk, ExtensionDenial, Progress, RekorEntry, Review, ReviewError,
     Session, SessionEvent, SessionState, Tier, TransitionError, Verdict,
 };
+use crate::Mode;
 
 #[cfg(test)]
 mod extension_tests;
@@ -104,11 +105,24 @@ impl Session {
                 next.decided_at = Some(now);
                 next.state = S::Approved;
             }
-            SessionEvent::End { .. } => {
+            SessionEvent::End { recycle, .. } => {
                 if matches!(self.state, S::PendingApproval | S::Approved) {
                     next.state = S::Withdrawn;
                     next.finished_at = Some(now);
                 } else {
+                    if *recycle {
+                        if !self.tier.allows_recycle() {
+                            return Err(TransitionError::NoRecycle {
+                                why: "pods are never recycled on a Flight environment; end without recycling",
+                            });
+                        }
+                        if self.mode == Mode::Copy {
+                            return Err(TransitionError::NoRecycle {
+                                why: "a copy pod is always deleted at the end; recycling is for live mode",
+                            });
+                        }
+                        next.recycle = true;
+                    }
                     next.begin_ending(EndReason::UserEnded, now);
                 }
             }

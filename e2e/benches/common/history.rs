@@ -125,6 +125,7 @@ pub fn history(i: usize, n: usize, now: OffsetDateTime) -> Vec<(Session, EventDr
         }],
         (false, _) => vec![SessionEvent::End {
             by: person(&requester, false),
+            recycle: false,
         }],
     };
     let created_ev = EventDraft {

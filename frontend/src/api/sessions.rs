@@ -1,8 +1,8 @@
 //! Sessions: the list, one session's detail, a request, and the changes people make.
 
 use breakglass_shared::api::{
-    CreateSessionRequest, DenyRequest, ExtendRequest, ListQuery, ReviewRequest, SessionDetail,
-    SessionPage,
+    CreateSessionRequest, DenyRequest, EndRequest, ExtendRequest, ListQuery, ReviewRequest,
+    SessionDetail, SessionPage,
 };
 use breakglass_shared::Session;
 use uuid::Uuid;
@@ -75,6 +75,17 @@ impl Action {
             Action::Terminate => "terminate the session",
         }
     }
+}
+
+/// `POST /sessions/{id}/end` asking for the pod to be recycled at the end (Ground, live mode);
+/// without the ask, [`act`] with [`Action::End`].
+pub async fn end_recycling(id: Uuid) -> Result<Session, ApiError> {
+    post_json(
+        Action::End.verb(),
+        &format!("/sessions/{id}/{}", Action::End.path()),
+        Some(&EndRequest { recycle: true }),
+    )
+    .await
 }
 
 /// Applies `action` to session `id`, with a security key's answer where its environment asks

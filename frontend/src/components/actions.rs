@@ -7,7 +7,7 @@
 
 use breakglass_shared::access::Action as Rule;
 use breakglass_shared::step_up::StepUpAction;
-use breakglass_shared::{Session, SessionState};
+use breakglass_shared::{Mode, Session, SessionState};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use uuid::Uuid;
@@ -49,6 +49,10 @@ struct Ctx {
     who: StoredValue<String>,
     /// Its environment asks for a security key to approve, break the glass or terminate.
     step_up: bool,
+    /// End may also recycle the pod (live mode, where the tier allows it).
+    recycle_offered: bool,
+    /// The person ticked "recycle the pod" in End's question.
+    recycle: RwSignal<bool>,
 }
 
 /// Says what was decided where the list shows it, else keeps focus on the changed session.
@@ -77,6 +81,8 @@ impl Ctx {
             decisions,
             who,
             step_up,
+            recycle_offered,
+            recycle,
         } = self;
         busy.set(true);
         error.set(None);
@@ -95,7 +101,9 @@ impl Ctx {
                 Some(a) => api::confirm(step_up, a, id).await,
                 None => Ok(None),
             };
+            let recycling = action == Action::End && recycle_offered && recycle.get_untracked();
             let done = match answer {
+                Ok(_) if recycling => api::end_recycling(id).await,
                 Ok(answer) => api::act(id, action, answer.as_deref()).await,
                 Err(e) => Err(e),
             };
@@ -172,6 +180,8 @@ pub fn SessionActions(
             session.requester, session.namespace, session.pod
         )),
         step_up: auth.env(&session.environment).is_some_and(|e| e.step_up),
+        recycle_offered: session.mode == Mode::Live && session.tier.allows_recycle(),
+        recycle: RwSignal::new(false),
     };
     let label = format!("Actions on {}", ctx.who.get_value());
     let buttons = buttons::Allowed {

@@ -38,6 +38,13 @@ impl Clusters {
                 let tier = self.env(env)?.tier;
                 if let Some(pod) = clean_live_pod(&pods, env, tier, s, progress).await? {
                     self.stop_debug_container(s, &pods, &pod, progress).await;
+                    if let Some(container) = &s.target_container {
+                        let kept = CleanupStep::ProcessAccessKept {
+                            pod: s.pod.clone(),
+                            container: container.clone(),
+                        };
+                        step(progress, kept).await;
+                    }
                 }
             }
         }

@@ -20,6 +20,30 @@ const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 #[derive(Debug)]
 pub struct ApiJson<T>(pub T);
 
+/// A JSON body that may be left out (no body and no Content-Type: `T::default()`); one that
+/// is sent is read as [`ApiJson`] reads it.
+#[derive(Debug)]
+pub struct OptionalJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let headers = req.headers();
+        let no_body = !headers.contains_key(header::CONTENT_TYPE)
+            && headers
+                .get(header::CONTENT_LENGTH)
+                .is_none_or(|v| v.as_bytes() == b"0")
+            && !headers.contains_key(header::TRANSFER_ENCODING);
+        if no_body {
+            return Ok(OptionalJson(T::default()));
+        }
+        ApiJson::from_request(req, state)
+            .await
+            .map(|ApiJson(v)| OptionalJson(v))
+    }
+}
+
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 

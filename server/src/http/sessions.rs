@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use axum::Json;
 use breakglass_shared::access::Action;
 use breakglass_shared::api::{
-    CreateSessionRequest, DenyRequest, ListQuery, ReviewRequest, SessionDetail, SessionPage,
-    DEFAULT_PAGE, MAX_PAGE,
+    CreateSessionRequest, DenyRequest, EndRequest, ListQuery, ReviewRequest, SessionDetail,
+    SessionPage, DEFAULT_PAGE, MAX_PAGE,
 };
 use breakglass_shared::session::NewSession;
 use breakglass_shared::validate;
@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::auth::CurrentUser;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::http::extract::{ApiJson, ApiQuery, SessionId};
+use crate::http::extract::{ApiJson, ApiQuery, OptionalJson, SessionId};
 use crate::lifecycle::Lifecycle;
 use crate::store::{ListFilter, Store};
 
@@ -289,11 +289,9 @@ macro_rules! transition_doc {
     };
     (@event approve, $by:ident, $groups:ident) => { SessionEvent::Approve { by: $by, groups: $groups } };
     (@event break_glass, $by:ident, $groups:ident) => {{ drop($groups); SessionEvent::BreakGlass { by: $by } }};
-    (@event end, $by:ident, $groups:ident) => {{ drop($groups); SessionEvent::End { by: $by } }};
     (@event terminate, $by:ident, $groups:ident) => {{ drop($groups); SessionEvent::Terminate { by: $by } }};
     (@action approve) => { Action::Approve };
     (@action break_glass) => { Action::BreakGlass };
-    (@action end) => { Action::End };
     (@action terminate) => { Action::Terminate };
 }
 
@@ -307,11 +305,48 @@ transition_doc!(
     "/api/breakglass/sessions/{id}/break-glass",
     "Activate a Flight request without a second person (needs `self`)."
 );
-transition_doc!(
-    end,
-    "/api/breakglass/sessions/{id}/end",
-    "End (or, before activation, withdraw) your own session."
-);
+/// End (or, before activation, withdraw) your own session; with `{"recycle": true}` its pod
+/// is recycled at the end by the recycle rule (live mode, on Ground).
+#[utoipa::path(post, path = "/api/breakglass/sessions/{id}/end", tag = "sessions",
+    params(("id" = String, Path, description = "Session id (UUID)")),
+    request_body(content = Option<EndRequest>, description = "Optional; without it nothing is recycled"),
+    responses(
+        (status = 200, description = "The session after the change", body = Session),
+        (status = 400, description = "Recycling asked where it cannot be (`field`: `recycle`)", body = ErrorBody),
+        (status = 401, description = "Not signed in", body = ErrorBody),
+        (status = 403, description = "Not yours (or CSRF)", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "Wrong state (`state` names it) or a lost race", body = ErrorBody),
+    ))]
+// One extractor an argument, as axum handlers have them.
+#[allow(clippy::too_many_arguments)]
+pub async fn end(
+    State(config): State<Arc<Config>>,
+    State(store): State<Arc<dyn Store>>,
+    State(lifecycle): State<Arc<Lifecycle>>,
+    State(step_up): State<Arc<crate::step_up::StepUp>>,
+    user: CurrentUser,
+    SessionId(id): SessionId,
+    headers: axum::http::HeaderMap,
+    OptionalJson(req): OptionalJson<EndRequest>,
+) -> Result<Json<Session>, ApiError> {
+    let (_, perms) = crate::http::step_up::confirmed_session(
+        &config,
+        store.as_ref(),
+        &step_up,
+        &user,
+        id,
+        Action::End,
+        &headers,
+    )
+    .await?;
+    let by = actor(&user, perms);
+    let event = SessionEvent::End {
+        by,
+        recycle: req.recycle,
+    };
+    Ok(Json(lifecycle.act(id, event).await?))
+}
 transition_doc!(
     terminate,
     "/api/breakglass/sessions/{id}/terminate",

@@ -166,7 +166,13 @@ async fn decisions_in_time_and_withdrawals_after_the_deadline_go_through() {
         permissions: PermissionSet::ALL,
     };
     let withdrawn = lifecycle
-        .act(id, SessionEvent::End { by: alice })
+        .act(
+            id,
+            SessionEvent::End {
+                by: alice,
+                recycle: false,
+            },
+        )
         .await
         .unwrap();
     assert_eq!(withdrawn.state, SessionState::Withdrawn);

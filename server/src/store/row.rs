@@ -112,7 +112,6 @@ session_row! {
         reason: String,
         ticket: Option<String>,
         duration_minutes: i64,
-        recycle: bool,
         requester: String,
         created_at: OffsetDateTime,
         quorum_required: i64,
@@ -120,6 +119,8 @@ session_row! {
         spec_json: Option<String>,
     }
     mutable {
+        // Asked at the request, or at the end (`SessionEvent::End`).
+        recycle: bool,
         approver: Option<String>,
         approvals_json: String,
         extensions_json: String,

@@ -107,6 +107,10 @@ pub enum SessionEvent {
     End {
         /// The requester.
         by: Actor,
+        /// Recycle the debugged pod at the end (live mode, where the tier allows it), by the
+        /// recycle rule: what the session left in the pod that outlives its debug container
+        /// (a process started in the app's namespace through process access) goes with it.
+        recycle: bool,
     },
     /// A holder of `terminate` ends someone's session.
     Terminate {
@@ -176,7 +180,7 @@ impl SessionEvent {
             | SessionEvent::ApproveExtension { by, .. }
             | SessionEvent::DenyExtension { by, .. }
             | SessionEvent::BreakGlass { by }
-            | SessionEvent::End { by }
+            | SessionEvent::End { by, .. }
             | SessionEvent::Terminate { by } => by,
             _ => &Actor::System,
         }
@@ -263,6 +267,12 @@ pub enum TransitionError {
     /// Approval and breaking the glass exist only on Flight.
     #[error("this is a Ground environment: requests are approved automatically")]
     NotFlight,
+    /// Recycling at the end was asked where it cannot be.
+    #[error("recycle: {why}")]
+    NoRecycle {
+        /// Why not, and what to do instead.
+        why: &'static str,
+    },
     /// A person tried a server-only event, or the server a person-only one.
     #[error("the {event} event cannot be caused by {actor}")]
     WrongActor {
@@ -287,6 +297,7 @@ impl TransitionError {
     pub fn field(&self) -> Option<&'static str> {
         match self {
             TransitionError::BeyondMaximum { .. } => Some("minutes"),
+            TransitionError::NoRecycle { .. } => Some("recycle"),
             _ => None,
         }
     }

@@ -72,6 +72,7 @@ pub(crate) fn all_events() -> Vec<SessionEvent> {
         },
         SessionEvent::End {
             by: user("alice", PermissionSet::NONE),
+            recycle: false,
         },
         SessionEvent::AskExtension {
             by: user("alice", PermissionSet::NONE),

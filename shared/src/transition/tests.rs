@@ -128,12 +128,40 @@ fn approve_needs_the_permission_and_break_glass_needs_self() {
 }
 
 #[test]
+fn ending_can_recycle_the_pod_only_where_the_tier_allows_in_live_mode() {
+    let end = |recycle| SessionEvent::End {
+        by: user("alice", PermissionSet::ALL),
+        recycle,
+    };
+    let mut ground = session_in(SessionState::Active, Tier::Ground);
+    ground.recycle = false;
+    let next = ground.apply(&end(true), NOW).unwrap();
+    assert!(next.recycle);
+    assert_eq!(next.state, SessionState::Ending);
+    assert!(!ground.apply(&end(false), NOW).unwrap().recycle);
+    // Refused, naming the field; the session is as it was.
+    let flight = session_in(SessionState::Active, Tier::Flight);
+    let e = flight.apply(&end(true), NOW).unwrap_err();
+    assert_eq!(e.field(), Some("recycle"), "{e}");
+    assert!(e.to_string().contains("Flight"), "{e}");
+    let mut copy = ground.clone();
+    copy.mode = crate::Mode::Copy;
+    let e = copy.apply(&end(true), NOW).unwrap_err();
+    assert_eq!(e.field(), Some("recycle"), "{e}");
+    // Before activation it withdraws; there is nothing to recycle.
+    let pending = session_in(SessionState::Approved, Tier::Ground);
+    let withdrawn = pending.apply(&end(true), NOW).unwrap();
+    assert_eq!(withdrawn.state, SessionState::Withdrawn);
+}
+
+#[test]
 fn only_the_requester_ends_and_terminate_needs_permission() {
     let s = session_in(SessionState::Active, Tier::Ground);
     assert!(matches!(
         s.apply(
             &SessionEvent::End {
-                by: user("bob", PermissionSet::ALL)
+                by: user("bob", PermissionSet::ALL),
+                recycle: false,
             },
             NOW
         ),
@@ -296,7 +324,7 @@ fn arb_event() -> impl Strategy<Value = SessionEvent> {
             reason: "no".into()
         }),
         arb_actor().prop_map(|by| SessionEvent::BreakGlass { by }),
-        arb_actor().prop_map(|by| SessionEvent::End { by }),
+        (arb_actor(), any::<bool>()).prop_map(|(by, recycle)| SessionEvent::End { by, recycle }),
         arb_actor().prop_map(|by| SessionEvent::Terminate { by }),
         Just(SessionEvent::SystemEnd {
             reason: EndReason::PodGone

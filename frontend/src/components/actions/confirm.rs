@@ -22,8 +22,25 @@ pub(super) fn Confirm(ctx: Ctx, action: Action, confirms: PendingConfirms) -> im
             let _ = b.focus();
         }
     });
+    // End on Ground offers what the tier allows: replacing the pod, with whatever the session
+    // left in it (a process started in the app's container through process access).
+    let recycle = (action == Action::End && ctx.recycle_offered).then(|| {
+        let ticked = ctx.recycle;
+        view! {
+            <label class="confirm-option">
+                <input type="checkbox" data-testid="end-recycle" aria-describedby="bg-end-recycle-hint"
+                    prop:checked=move || ticked.get()
+                    on:change=move |ev| ticked.set(event_target_checked(&ev))/>
+                " Recycle the pod as it ends"
+            </label>
+            <span class="hint" id="bg-end-recycle-hint">
+                "Its owner replaces it when another of its pods is ready, and with it anything the session left running in it, such as a process started through process access."
+            </span>
+        }
+    });
     view! {
         <span class="confirm" role="alert">{question}</span>
+        {recycle}
         <button class="danger" disabled=busy data-action="confirm"
             on:click=move |_| { confirms.remove(id); ctx.run(action) }>
             "Yes, " {action.verb()}
