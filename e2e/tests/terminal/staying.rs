@@ -514,15 +514,15 @@ async fn assert_gone_after_delete(s: &Stay) {
 }
 
 /// End offers the recycle the tier allows: on Ground, ending a session with process access
-/// and `recycle` replaces the pod (its owner has another ready pod), so nothing it was made to
-/// start is left, and the page says the cluster is clean. On Flight the same ask is refused,
+/// and `recycle` replaces the pod (its owner's last ready one, which the rule otherwise keeps),
+/// so nothing it was made to start is left, and the page says the cluster is clean. On Flight the same ask is refused,
 /// naming the field, and the session runs on until ended without it.
 #[tokio::test]
 async fn ending_with_recycle_replaces_the_pod_where_the_tier_allows() {
     let ground = Rig::new("bg-stay-recycle", "ground", &[]).await;
     let server = ground.start(&[]).await;
     let alice = server.login("alice").await.unwrap();
-    let pods = ground.deployment("worker", 2).await;
+    let pods = ground.deployment("worker", 1).await;
     let mut req = ground.request("ground", &pods[0], "live");
     req["target_container"] = json!("app");
     let id = alice.create(req).await.unwrap();

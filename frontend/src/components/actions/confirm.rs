@@ -34,7 +34,7 @@ pub(super) fn Confirm(ctx: Ctx, action: Action, confirms: PendingConfirms) -> im
                 " Recycle the pod as it ends"
             </label>
             <span class="hint" id="bg-end-recycle-hint">
-                "Its owner replaces it when another of its pods is ready, and with it anything the session left running in it, such as a process started through process access."
+                "It is deleted for its owner to replace (a pod without an owner never is), and with it anything the session left running in it, such as a process started through process access."
             </span>
         }
     });
