@@ -132,3 +132,49 @@ func TestAnEndedEphemeralContainerIsNotAttachable(t *testing.T) {
 		t.Error("only debug-a ended")
 	}
 }
+
+// A regular container whose main process exited restarts as its pod's
+// restartPolicy says (Always when unset, OnFailure when it failed); one that
+// does not is terminated for good and cannot be attached to, as a copy pod's
+// debug container (restartPolicy Never) is on a real node.
+func TestARegularContainerRestartsOnlyAsItsPodsPolicySays(t *testing.T) {
+	for _, c := range []struct {
+		policy corev1.RestartPolicy
+		code   int
+		want   bool
+	}{
+		{"", 0, true}, {corev1.RestartPolicyAlways, 1, true},
+		{corev1.RestartPolicyOnFailure, 1, true}, {corev1.RestartPolicyOnFailure, 0, false},
+		{corev1.RestartPolicyNever, 1, false}, {corev1.RestartPolicyNever, 0, false},
+	} {
+		if got := restarts(c.policy, c.code); got != c.want {
+			t.Errorf("restartPolicy %q, exit %d: restarts %v, want %v", c.policy, c.code, got, c.want)
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-bg-1", Namespace: "shop", UID: "uid-2", ResourceVersion: "3"},
+		Spec: corev1.PodSpec{
+			NodeName: nodeName, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "app", Image: "app"}, {Name: "debug-1", Image: "debug"}},
+		},
+	}
+	node := newNodeSim(nil, 0)
+	pod.Status = *node.desiredStatus(pod)
+	// What containerExited records for it under Never.
+	node.exited[uidContainer{pod.UID, "debug-1"}] = 143
+	after := pod.DeepCopy()
+	after.Status = *node.desiredStatus(pod)
+	if errs := statusUpdateErrors(t, pod, after); len(errs) > 0 {
+		t.Fatalf("the API server refuses the status: %v", errs)
+	}
+	debug := findStatus(after.Status.ContainerStatuses, "debug-1")
+	if debug.State.Terminated == nil || debug.State.Terminated.ExitCode != 143 || debug.Ready || debug.RestartCount != 0 {
+		t.Fatalf("the ended container is terminated for good: %+v", debug)
+	}
+	if app := findStatus(after.Status.ContainerStatuses, "app"); app.State.Running == nil {
+		t.Fatalf("the other container runs on: %+v", app)
+	}
+	if !endedForGood(after, "debug-1") || endedForGood(after, "app") {
+		t.Fatal("only the ended container refuses an attach")
+	}
+}
