@@ -144,6 +144,22 @@ func (c *cgroups) make(name string) (string, error) {
 	return dir, nil
 }
 
+// open makes a cgroup (as make) and opens it for a child to start in
+// (SysProcAttr.CgroupFD); the caller closes the descriptor once the child
+// started.
+func (c *cgroups) open(name string) (string, int, error) {
+	dir, err := c.make(name)
+	if err != nil {
+		return "", -1, err
+	}
+	fd, err := syscall.Open(dir, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		killCgroup(dir)
+		return "", -1, err
+	}
+	return dir, fd, nil
+}
+
 // close kills every process of the node's containers and removes its cgroups.
 func (c *cgroups) close() {
 	killCgroup(c.dir)
@@ -187,19 +203,15 @@ func removeCgroup(dir string) {
 // checkRuntime proves, once at start, that this node can keep a runtime's
 // rules: a child in new PID and mount namespaces, in a cgroup of its own.
 func checkRuntime(c *cgroups) error {
-	dir, err := c.make("check")
-	if err != nil {
-		return err
-	}
-	defer killCgroup(dir)
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	fd, err := syscall.Open(dir, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	dir, fd, err := c.open("check")
 	if err != nil {
 		return err
 	}
+	defer killCgroup(dir)
 	defer syscall.Close(fd)
 	cmd := exec.Command(self, initCommand, "--proc", "--", "/bin/sh", "-c", `n=$(ls /proc | grep -c '^[0-9]'); [ $$ = 1 ] && [ "$n" -le 5 ] || { echo "pid $$, $n processes in /proc"; exit 1; }`)
 	cmd.SysProcAttr = &syscall.SysProcAttr{

@@ -197,13 +197,8 @@ func (m *shellManager) getLocked(key containerKey, depth int) (*shell, error) {
 		}
 		join = p.cmd.Process.Pid
 	}
-	cgroup, err := m.cg.make(key.String())
+	cgroup, cgfd, err := m.cg.open(key.String())
 	if err != nil {
-		return nil, err
-	}
-	cgfd, err := syscall.Open(cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		killCgroup(cgroup)
 		return nil, err
 	}
 	defer syscall.Close(cgfd)
@@ -245,13 +240,8 @@ func (m *shellManager) podPause(pod podKey) (*pauseProc, error) {
 	if p, ok := m.pauses[pod]; ok {
 		return p, nil
 	}
-	cgroup, err := m.cg.make(pod.Namespace + "_" + pod.Pod + "_pause")
+	cgroup, cgfd, err := m.cg.open(pod.Namespace + "_" + pod.Pod + "_pause")
 	if err != nil {
-		return nil, err
-	}
-	cgfd, err := syscall.Open(cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		killCgroup(cgroup)
 		return nil, err
 	}
 	defer syscall.Close(cgfd)

@@ -125,6 +125,23 @@ pub fn cli_command(data_dir: &Path) -> anyhow::Result<std::process::Command> {
     Ok(cmd)
 }
 
+/// Runs the server's command line (`args`, then `--config config --data-dir data_dir`) on the
+/// data of the server in `data_dir`, as [`cli_command`] sets it up; what it printed and how it
+/// exited.
+pub fn run_cli(
+    data_dir: &Path,
+    config: &Path,
+    args: &[&str],
+) -> anyhow::Result<std::process::Output> {
+    Ok(cli_command(data_dir)?
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()?)
+}
+
 /// The database URL of the server in `data_dir`: the PostgreSQL one the engine switch made,
 /// else its SQLite file.
 pub fn database_url_of(data_dir: &Path) -> String {

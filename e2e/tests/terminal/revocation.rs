@@ -8,15 +8,7 @@ use super::*;
 /// Runs the server's command line on the data of the test's server (in `dir`).
 fn cli_output(dir: &tempfile::TempDir, args: &[&str]) -> std::process::Output {
     let data = dir.path().join("data");
-    breakglass_e2e::server::cli_command(&data)
-        .unwrap()
-        .args(args)
-        .arg("--config")
-        .arg(dir.path().join("server.toml"))
-        .arg("--data-dir")
-        .arg(&data)
-        .output()
-        .unwrap()
+    breakglass_e2e::server::run_cli(&data, &dir.path().join("server.toml"), args).unwrap()
 }
 
 /// [`cli_output`], asserted to succeed; its stdout.

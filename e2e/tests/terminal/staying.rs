@@ -77,16 +77,8 @@ echo \"stay $(readlink /proc/self/ns/pid) $$ $a $t $(cat \"$HOME/bg-stay\") end$
 
 /// The server's command line on the rig's data, asserted to succeed; its stdout.
 fn cli(rig: &Rig, args: &[&str]) -> String {
-    let data = rig.dir.path().join("data");
-    let out = breakglass_e2e::server::cli_command(&data)
-        .unwrap()
-        .args(args)
-        .arg("--config")
-        .arg(&rig.config)
-        .arg("--data-dir")
-        .arg(&data)
-        .output()
-        .unwrap();
+    let out =
+        breakglass_e2e::server::run_cli(&rig.dir.path().join("data"), &rig.config, args).unwrap();
     assert!(
         out.status.success(),
         "{args:?}: {}{}",
@@ -377,36 +369,29 @@ async fn stay_then(tier: &'static str, ending: Ending) {
     }
 }
 
+/// [`stay_then`] on Ground and on Flight at once.
+async fn on_both_tiers(ending: Ending) {
+    tokio::join!(stay_then("ground", ending), stay_then("flight", ending));
+}
+
 #[tokio::test]
 async fn a_person_who_means_to_stay_is_gone_after_end() {
-    tokio::join!(
-        stay_then("ground", Ending::End),
-        stay_then("flight", Ending::End)
-    );
+    on_both_tiers(Ending::End).await;
 }
 
 #[tokio::test]
 async fn a_person_who_means_to_stay_is_gone_after_the_deadline() {
-    tokio::join!(
-        stay_then("ground", Ending::Deadline),
-        stay_then("flight", Ending::Deadline)
-    );
+    on_both_tiers(Ending::Deadline).await;
 }
 
 #[tokio::test]
 async fn a_person_who_means_to_stay_is_gone_after_their_logins_are_revoked() {
-    tokio::join!(
-        stay_then("ground", Ending::Revoke),
-        stay_then("flight", Ending::Revoke)
-    );
+    on_both_tiers(Ending::Revoke).await;
 }
 
 #[tokio::test]
 async fn a_person_who_means_to_stay_is_gone_after_a_lock() {
-    tokio::join!(
-        stay_then("ground", Ending::Lock),
-        stay_then("flight", Ending::Lock)
-    );
+    on_both_tiers(Ending::Lock).await;
 }
 
 /// Killing every process one can see ends one's own debug container: as PID 1 the supervisor
