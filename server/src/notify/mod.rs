@@ -74,6 +74,9 @@ pub(crate) async fn http_answer(req: reqwest::RequestBuilder) -> Result<Answer, 
         if e.is_timeout() {
             Failure::retry(None, "the receiver did not answer in time (timed out)")
         } else {
+            // The client's error names the URL, and a receiver's URL can be its secret (a
+            // Slack webhook's is): what is kept, shown and logged says what failed without it.
+            let e = e.without_url();
             Failure::retry(None, format!("cannot reach the receiver: {e}"))
         }
     })?;
@@ -394,6 +397,7 @@ impl Worker {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -404,6 +408,23 @@ mod tests {
         assert_eq!(pauses, [2, 4, 8, 16, 32, 64]);
         assert_eq!(backoff(first, 40), MAX_BACKOFF);
         assert_eq!(backoff(first, 0), first);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_receiver_is_said_so_without_its_url() {
+        // Nothing listens on port 1; the path is a webhook's secret.
+        let url = "http://127.0.0.1:1/services/T0001/B0001/s3cr3tT0k3n";
+        let failure = http_answer(reqwest::Client::new().post(url))
+            .await
+            .unwrap_err();
+        assert!(
+            failure.error.starts_with("cannot reach the receiver"),
+            "{}",
+            failure.error
+        );
+        for part in ["s3cr3tT0k3n", "/services/", "127.0.0.1:1"] {
+            assert!(!failure.error.contains(part), "{}", failure.error);
+        }
     }
 
     #[test]
