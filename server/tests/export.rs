@@ -127,6 +127,25 @@ async fn auditors_and_admins_export_what_they_may_and_nobody_else_does() {
         let ground_row = rest[2];
         assert!(ground_row.starts_with(&ground), "{b}: {ground_row}");
         assert!(ground_row.contains(",Withdrawn,"), "{b}: {ground_row}");
+        // An `until` written with another offset is the same instant: nothing is dropped (the
+        // store compares instants, not the text of times).
+        let until = (time::OffsetDateTime::now_utc() + time::Duration::minutes(1))
+            .to_offset(time::UtcOffset::from_hms(-10, 0, 0).unwrap())
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        let r = export(
+            &s,
+            &carol,
+            &format!("since={since}&until={until}&format=csv"),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{b}: {:?}", r.body);
+        assert_eq!(
+            text(&r).lines().count(),
+            4,
+            "{b}: until={until}: {}",
+            text(&r)
+        );
         // A window after everything: the header alone.
         let later = (time::OffsetDateTime::now_utc() + time::Duration::minutes(5))
             .format(&time::format_description::well_known::Rfc3339)

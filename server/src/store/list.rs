@@ -135,19 +135,23 @@ macro_rules! list_query {
                 Some(envs) => push_in(&mut q, "environment || ''", envs.iter().map(String::as_str)),
                 None => {}
             }
+            // Times are bound in UTC, as every stored time is: SQLite compares them as text,
+            // and the same instant written with another offset would compare as another.
             if let Some(t) = f.created_by {
-                q.push(" AND created_at <= ").push_bind(t);
+                q.push(" AND created_at <= ")
+                    .push_bind($crate::store::list::utc(t));
             }
             if let Some(t) = f.expires_by {
-                q.push(" AND expires_at <= ").push_bind(t);
+                q.push(" AND expires_at <= ")
+                    .push_bind($crate::store::list::utc(t));
             }
             if let Some(t) = f.unanchored_since {
                 q.push(" AND recording_key IS NOT NULL AND rekor_uuid IS NULL AND finished_at > ")
-                    .push_bind(t);
+                    .push_bind($crate::store::list::utc(t));
             }
             if let Some(t) = f.final_missing_since {
                 q.push(" AND recording_key LIKE '%/segment-%' AND finished_at > ")
-                    .push_bind(t);
+                    .push_bind($crate::store::list::utc(t));
             }
             if let Some(b) = f.before {
                 q.push(" AND id < ").push_bind(b);
@@ -161,3 +165,8 @@ macro_rules! list_query {
 }
 
 pub(crate) use list_query;
+
+/// `t` in UTC, the offset every stored time has.
+pub(crate) fn utc(t: OffsetDateTime) -> OffsetDateTime {
+    t.to_offset(time::UtcOffset::UTC)
+}
