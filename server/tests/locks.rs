@@ -255,6 +255,37 @@ async fn a_person_s_lock_from_the_command_line_stops_them_everywhere() {
             json!([]),
             "{b}: a person's lock is theirs and the admins' to see"
         );
+        // A locked approver decides nothing anywhere: neither approves nor denies someone
+        // else's request, which waits on for another approver.
+        let waiting = s.create(&carol, "prod").await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        breakglass_server::locks::lock(
+            s.ctx.store.as_ref(),
+            &s.ctx.config,
+            LockScope::User,
+            "bob",
+            "security",
+            "phished",
+            now,
+        )
+        .await
+        .unwrap();
+        for (action, body) in [("approve", None), ("deny", Some(json!({"reason": "no"})))] {
+            let r = s.act(&bob, &waiting, action, body).await;
+            assert_eq!(r.status.as_u16(), 423, "{b} {action}: {:?}", r.body);
+            assert!(
+                r.body["message"].as_str().unwrap().contains("phished"),
+                "{b}: {:?}",
+                r.body
+            );
+        }
+        assert_eq!(
+            state_of(&s, &carol, &waiting).await,
+            "PendingApproval",
+            "{b}"
+        );
     }
 }
 

@@ -20,10 +20,11 @@ mod tests;
 use std::sync::{Arc, Weak};
 
 use breakglass_shared::api::SessionChange;
+use breakglass_shared::lock::{find, LockScope};
 use breakglass_shared::session::{NewSession, Progress, RekorEntry};
 use breakglass_shared::session::{ReviewError, TransitionError, Verdict};
 use breakglass_shared::validate::FieldError;
-use breakglass_shared::{PermissionSet, Session, SessionEvent, SessionState};
+use breakglass_shared::{Actor, PermissionSet, Session, SessionEvent, SessionState};
 use prometheus::IntCounterVec;
 use time::OffsetDateTime;
 use tokio::sync::{broadcast, mpsc};
@@ -254,6 +255,14 @@ impl Lifecycle {
     /// [`Error::Expired`], and the same write marks the request `Expired`, so the row says what
     /// the refusal says.
     pub async fn act(&self, id: Uuid, event: SessionEvent) -> Result<Session, Error> {
+        // A locked person does nothing anywhere: no decision, extension or end of theirs goes
+        // through, on anyone's session (the lock ends their own).
+        if let Actor::User { name, .. } = event.actor() {
+            let locks = self.store.locks().await?;
+            if let Some(lock) = find(&locks, LockScope::User, name) {
+                return Err(Error::Locked(Box::new(lock.clone())));
+            }
+        }
         let decides = matches!(
             event,
             SessionEvent::Approve { .. }
