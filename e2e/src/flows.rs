@@ -67,8 +67,19 @@ pub async fn terminal_shows(b: &Browser, line: &str) -> anyhow::Result<bool> {
         .await?;
     Ok(rows.as_array().is_some_and(|r| {
         r.iter()
-            .any(|l| l.as_str().map(str::trim_end) == Some(line))
+            .any(|l| l.as_str().is_some_and(|l| row_reads(l, line)))
     }))
+}
+
+/// Whether a terminal row reads `line`: alone, or after the shell's prompt, where output lands
+/// when its command was typed before the shell printed its first prompt (the terminal echoes
+/// type-ahead at once, the shell's prompt comes after it).
+pub fn row_reads(row: &str, line: &str) -> bool {
+    let row = row.trim_end();
+    row == line
+        || row
+            .strip_suffix(line)
+            .is_some_and(|before| before.ends_with("$ ") || before.ends_with("# "))
 }
 
 /// Types `keys` into the Debug panel's terminal and waits until one of its rows reads `line`.

@@ -61,13 +61,17 @@ async fn add_debug_container(pods: &Api<Pod>, pod: &str, container: &str) -> any
     wait_for_container_running(pods, pod, container, WAIT).await
 }
 
-/// True when the terminal output has a line that is exactly `line` (prompts
-/// `$ ` stripped; the echo of the typed command does not count).
+/// True when the terminal output has a line that is exactly `line`, alone or after a prompt
+/// (the echo of the typed command does not count). A prompt's marks (OSC 133, the debug
+/// image's profile) are dropped first, as a terminal draws nothing for them.
 fn has_line(seen: &str, line: &str) -> bool {
     seen.split('\n')
         .map(|l| l.trim_end_matches('\r'))
-        .map(|l| l.trim_start_matches("$ "))
-        .any(|l| l == line)
+        .map(|l| {
+            l.replace("\x1b]133;A\x07", "")
+                .replace("\x1b]133;B\x07", "")
+        })
+        .any(|l| breakglass_e2e::flows::row_reads(&l, line))
 }
 
 /// Reads from `out` into `seen` until it has the output line `needle` (or
