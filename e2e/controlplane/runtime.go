@@ -127,7 +127,8 @@ func cgroup2Mount() (string, error) {
 }
 
 func processExists(pid int) bool {
-	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // make creates one cgroup for a container run or a pod; name says which, for

@@ -12,7 +12,7 @@ fn cli_output(dir: &tempfile::TempDir, args: &[&str]) -> std::process::Output {
 }
 
 /// [`cli_output`], asserted to succeed; its stdout.
-fn cli(dir: &tempfile::TempDir, args: &[&str]) -> String {
+pub(crate) fn cli(dir: &tempfile::TempDir, args: &[&str]) -> String {
     let out = cli_output(dir, args);
     assert!(
         out.status.success(),

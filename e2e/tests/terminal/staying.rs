@@ -75,17 +75,10 @@ kill -9 1; kill -STOP 1; for s in INT HUP QUIT TSTP TTIN USR1; do \
 kill -$s $(pgrep -x breakglass-supe); done; sleep 0.3; \
 echo \"stay $(readlink /proc/self/ns/pid) $$ $a $t $(cat \"$HOME/bg-stay\") end$((6*7))\"\r";
 
-/// The server's command line on the rig's data, asserted to succeed; its stdout.
+/// The server's command line on the rig's data (its configuration is the data directory's
+/// `server.toml`, as in the other terminal tests), asserted to succeed; its stdout.
 fn cli(rig: &Rig, args: &[&str]) -> String {
-    let out =
-        breakglass_e2e::server::run_cli(&rig.dir.path().join("data"), &rig.config, args).unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    super::revocation::cli(&rig.dir, args)
 }
 
 /// The rig's configuration with sessions of one minute allowed (for the deadline).

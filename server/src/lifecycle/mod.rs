@@ -20,7 +20,7 @@ mod tests;
 use std::sync::{Arc, Weak};
 
 use breakglass_shared::api::SessionChange;
-use breakglass_shared::lock::{find, LockScope};
+use breakglass_shared::lock::{blocking, find, LockScope};
 use breakglass_shared::session::{NewSession, Progress, RekorEntry};
 use breakglass_shared::session::{ReviewError, TransitionError, Verdict};
 use breakglass_shared::validate::FieldError;
@@ -256,11 +256,13 @@ impl Lifecycle {
     /// the refusal says.
     pub async fn act(&self, id: Uuid, event: SessionEvent) -> Result<Session, Error> {
         // A locked person does nothing anywhere: no decision, extension or end of theirs goes
-        // through, on anyone's session (the lock ends their own).
+        // through, on anyone's session (the lock ends their own). The locks are read once for
+        // this and for the decision's own rule below.
+        let locks = self.store.locks().await?;
+        let locked = |lock: &breakglass_shared::lock::Lock| Error::Locked(Box::new(lock.clone()));
         if let Actor::User { name, .. } = event.actor() {
-            let locks = self.store.locks().await?;
             if let Some(lock) = find(&locks, LockScope::User, name) {
-                return Err(Error::Locked(Box::new(lock.clone())));
+                return Err(locked(lock));
             }
         }
         let decides = matches!(
@@ -274,7 +276,9 @@ impl Lifecycle {
             SessionEvent::Approve { .. } | SessionEvent::BreakGlass { .. }
         ) {
             let s = self.get(id).await?;
-            self.refuse_if_locked(&s.environment, &s.requester).await?;
+            if let Some(lock) = blocking(&locks, &s.environment, &s.requester) {
+                return Err(locked(lock));
+            }
         }
         if matches!(
             event,
